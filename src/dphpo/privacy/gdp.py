@@ -1,0 +1,101 @@
+"""Gaussian differential privacy closed forms (Dong, Roth & Su 2022).
+
+A μ-GDP mechanism is (ε, δ(ε))-DP for every ε ≥ 0 with
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)            (Corollary 2.13)
+T full-batch DP-GD steps with noise std σ·C on a sum of C-clipped gradients are μ-GDP with
+μ = √T/σ (seed 000, Theorem B.5); adaptive composition adds μ² (Corollary 3.3).
+All computations run in log space so tiny δ and large ε stay accurate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import log_ndtr
+
+_MU_MAX = 1e4
+_EPS_MAX = 1e4
+
+
+def _log_delta(mu: float, eps: float) -> float:
+    """log δ(ε) of a μ-GDP mechanism; −inf when δ underflows to 0."""
+    log_a = log_ndtr(-eps / mu + mu / 2.0)
+    log_b = eps + log_ndtr(-eps / mu - mu / 2.0)
+    diff = log_b - log_a  # ≤ 0: δ = Φ(a)(1 − e^diff)
+    if diff >= 0.0:
+        return -math.inf
+    # log(1 − e^x) for x < 0, accurate near 0 and far below it
+    log1m = math.log(-math.expm1(diff)) if diff > -0.693 else math.log1p(-math.exp(diff))
+    return float(log_a + log1m)
+
+
+def delta_from_mu(mu: float, eps: float) -> float:
+    """δ such that a μ-GDP mechanism is (ε, δ)-DP."""
+    _check_positive("mu", mu)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    return math.exp(_log_delta(mu, eps))
+
+
+def eps_from_mu(mu: float, delta: float) -> float:
+    """Smallest ε ≥ 0 with δ(ε) ≤ δ for a μ-GDP mechanism."""
+    _check_delta(delta)
+    if mu == 0.0:
+        return 0.0
+    _check_positive("mu", mu)
+    target = math.log(delta)
+    if _log_delta(mu, 0.0) <= target:
+        return 0.0
+    hi = max(1.0, mu * mu)
+    while _log_delta(mu, hi) > target:
+        hi *= 2.0
+        if hi > _EPS_MAX:
+            raise ValueError(f"eps for mu={mu}, delta={delta} exceeds {_EPS_MAX}")
+    return float(brentq(lambda e: _log_delta(mu, e) - target, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+
+
+def mu_from_eps(eps: float, delta: float) -> float:
+    """Largest μ such that μ-GDP implies (ε, δ)-DP."""
+    _check_delta(delta)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    target = math.log(delta)
+    lo, hi = 1e-12, 1.0
+    while _log_delta(hi, eps) < target:
+        hi *= 2.0
+        if hi > _MU_MAX:
+            raise ValueError(f"mu for eps={eps}, delta={delta} exceeds {_MU_MAX}")
+    if _log_delta(lo, eps) >= target:
+        return lo
+    return float(brentq(lambda m: _log_delta(m, eps) - target, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+
+
+def sigma_for_steps(eps: float, delta: float, steps: int) -> float:
+    """Noise multiplier σ so that `steps` full-batch steps are (ε, δ)-DP: σ = √T / μ(ε, δ)."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    return math.sqrt(steps) / mu_from_eps(eps, delta)
+
+
+def mu_of_steps(sigma: float, steps: int) -> float:
+    """μ of `steps` full-batch steps with noise multiplier σ: √T / σ."""
+    _check_positive("sigma", sigma)
+    return math.sqrt(steps) / sigma
+
+
+def compose_mu(mus: Iterable[float]) -> float:
+    """μ of the adaptive composition of GDP mechanisms: √(Σ μ_i²)."""
+    return float(math.sqrt(sum(float(m) ** 2 for m in mus)))
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (value > 0 and np.isfinite(value)):
+        raise ValueError(f"{name} must be a positive finite number, got {value}")
+
+
+def _check_delta(delta: float) -> None:
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")

@@ -1,0 +1,149 @@
+"""Full-batch DP-GD on a linear head, many trials at once (seed 000, Algorithm 1).
+
+Per step, for every trial h:  g̃ = (Σ_i clip_C(∇ℓ(x_i, W_h)) + σ_h C ξ) / N,
+v ← ρ v + g̃,  W_h ← W_h − η_h v  (PyTorch's momentum convention).
+
+For softmax cross-entropy on a linear head the per-sample gradient is (p_i − y_i) x_iᵀ with norm
+‖p_i − y_i‖·‖x_i‖, so the clipped sum is Xᵀ(s ⊙ (P − Y)) with s_i = min(1, C/‖g_i‖): two GEMMs per
+step, no per-sample gradient tensor. Trials share X: their weights form one (H·K)×d matrix, so a
+step of H trials is one (N×d)·(d×HK) GEMM. Trials are sorted by T; the active ones form a prefix,
+so finished trials cost nothing. Each trial draws its noise from its own generator: its result does
+not depend on which other trials share its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+# Bound on N·H·K floats held for logits at once; larger trial batches are split into groups.
+MAX_LOGIT_ELEMENTS = 1 << 26
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class TrialBatch:
+    """Hyperparameters of H trials trained together on the same features."""
+
+    eta: Sequence[float]
+    steps: Sequence[int]
+    sigma: Sequence[float]
+    seeds: Sequence[int]
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.eta), len(self.steps), len(self.sigma), len(self.seeds)}
+        if len(sizes) != 1:
+            raise ValueError(f"eta, steps, sigma and seeds must have one value per trial, got sizes {sizes}")
+        if any(int(t) < 0 for t in self.steps):
+            raise ValueError("steps must be >= 0")
+        if any(s < 0 for s in self.sigma):
+            raise ValueError("sigma must be >= 0")
+
+    def __len__(self) -> int:
+        return len(self.eta)
+
+
+def with_bias_column(features: torch.Tensor) -> torch.Tensor:
+    return torch.cat([features, torch.ones(features.shape[0], 1, dtype=features.dtype, device=features.device)], 1)
+
+
+def train_linear_dpgd(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    trials: TrialBatch,
+    *,
+    clip_norm: float = 1.0,
+    momentum: float = 0.9,
+    free_step: bool = True,
+    init_std: float = 0.0,
+    progress: bool = False,
+    desc: str = "DP-GD",
+) -> torch.Tensor:
+    """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU.
+
+    `features` (N×d) and `labels` (N) may live on any device; training runs there. A bias is a
+    column of ones appended by the caller (`with_bias_column`). `init_std > 0` replaces the zero
+    init by N(0, init_std²) weights drawn from each trial's seed (ablation only).
+    """
+    n, d = features.shape
+    h_total = len(trials)
+    weights = torch.zeros(h_total, num_classes, d)
+    if h_total == 0:
+        return weights
+    per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, n * num_classes))
+    order = np.argsort(-np.asarray(trials.steps, dtype=np.int64), kind="stable")
+    bar = tqdm(total=int(sum(int(t) for t in trials.steps)), desc=desc, unit="trial-step", disable=not progress)
+    for start in range(0, h_total, per_group):
+        idx = order[start : start + per_group]
+        group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
+        weights[torch.as_tensor(idx)] = _train_group(
+            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar
+        ).cpu()
+    bar.close()
+    return weights
+
+
+def _train_group(features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar):
+    device, dtype = features.device, features.dtype
+    n, d = features.shape
+    h = len(trials)
+    eta = torch.tensor(trials.eta, dtype=dtype, device=device).view(h, 1, 1)
+    steps = [int(t) for t in trials.steps]  # sorted descending
+    sigma = [float(s) for s in trials.sigma]
+    gens = [torch.Generator().manual_seed(int(s)) for s in trials.seeds]
+    onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)  # (N, K)
+    x_norm = features.norm(dim=1)  # (N,), computed once
+    w = torch.zeros(h, num_classes, d, dtype=dtype, device=device)
+    if init_std > 0:
+        for j, g in enumerate(gens):
+            w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
+    v = torch.zeros_like(w)
+    for t in range(steps[0] if steps else 0):
+        active = sum(1 for s in steps if s > t)  # prefix, since steps are sorted descending
+        wa = w[:active]
+        logits = (features @ wa.reshape(active * num_classes, d).T).view(n, active, num_classes)
+        resid = torch.softmax(logits, dim=2) - onehot.unsqueeze(1)  # P − Y, (N, H, K)
+        grad_norm = resid.norm(dim=2) * x_norm.unsqueeze(1)  # (N, H)
+        scale = torch.clamp(clip_norm / grad_norm.clamp_min(1e-12), max=1.0)
+        clipped_sum = (resid * scale.unsqueeze(2)).reshape(n, active * num_classes).T @ features
+        clipped_sum = clipped_sum.view(active, num_classes, d)
+        noise = torch.stack(
+            [
+                torch.randn(num_classes, d, generator=gens[j], dtype=torch.float32) * (sigma[j] * clip_norm)
+                if sigma[j] > 0
+                else torch.zeros(num_classes, d)
+                for j in range(active)
+            ]
+        ).to(device=device, dtype=dtype)
+        grad = (clipped_sum + noise) / n
+        v[:active] = momentum * v[:active] + grad
+        w[:active] = wa - eta[:active] * v[:active]
+        bar.update(active)
+    if free_step:
+        # Post-processing (seed 000, Fig. 9): the momentum part of the next update, ρ·v, needs no
+        # new gradient, so applying it costs no privacy.
+        w = w - eta * momentum * v
+    return w
+
+
+@torch.no_grad()
+def accuracy_counts(weights: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, chunk: int = 8192) -> torch.Tensor:
+    """Number of correct predictions of each trial's head, shape (H,), int64 on the CPU."""
+    h, k, d = weights.shape
+    w = weights.to(device=features.device, dtype=features.dtype).reshape(h * k, d)
+    correct = torch.zeros(h, dtype=torch.int64, device=features.device)
+    for start in range(0, features.shape[0], chunk):
+        x = features[start : start + chunk]
+        pred = (x @ w.T).view(x.shape[0], h, k).argmax(dim=2)
+        correct += (pred == labels[start : start + chunk].unsqueeze(1)).sum(dim=0)
+    return correct.cpu()
