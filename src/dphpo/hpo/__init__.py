@@ -1,0 +1,1 @@
+"""Private hyperparameter optimization methods, one module each, sharing `common.MethodResult`."""

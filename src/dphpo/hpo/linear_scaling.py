@@ -1,0 +1,325 @@
+"""The linear scaling rule (seed 000, Algorithms 2–3; methods.md §2).
+
+Stage k runs n trials, each at a small standalone budget ε_k, with r = η·T sampled from the search
+space, and picks the best r_k by an honest selection rule. A polynomial (a line by default) through
+the points (ε_k, r_k) is extrapolated to the final run's standalone ε_f, which is what is left of
+the total budget after every stage trial and every selection release. One final run at ε_f
+releases the model. Stages are separate functions so the workflow can run each as its own job.
+
+Targets whose stage budgets coincide (absolute stage budgets) share one search, paying for it once
+(seed 000, Fig. 2); each target's ledger still holds the whole shared search.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from dphpo.errors import ConfigError
+from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, rng_for, run_trials, trial_seed
+from dphpo.hpo.selection import SelectionRule, select_best
+from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+from dphpo.privacy.ledger import Ledger, plan_final_mu
+
+METHOD = "linear_scaling"
+# The final run's μ is shaved by this relative margin so floating-point error can never push the
+# reported total above the target.
+BUDGET_SAFETY = 1e-9
+
+
+@dataclass(frozen=True)
+class LinearScalingConfig:
+    n_trials: int = 3
+    stage_eps: tuple[float, ...] = (0.1, 0.2)
+    budget_mode: str = "fraction"  # stage_eps are fractions of the target ε, or "absolute" ε values
+    degree: int = 1  # Linear(k) = 1, Quadratic(3) = 2 (seed 000, Table 10)
+    fit_in: str = "eps"  # fit r against ε (paper text) or against μ (Algorithm 2)
+    later_stage_range: str = "above_previous"  # original code: stage k samples [r_{k-1}, cap·r_max]
+    later_stage_cap: float = 0.2
+
+    def __post_init__(self) -> None:
+        key = "linear_scaling"
+        if self.n_trials < 1:
+            raise ConfigError(f"{key}.n_trials: must be >= 1, got {self.n_trials}")
+        if len(self.stage_eps) < 2 or any(e <= 0 for e in self.stage_eps):
+            raise ConfigError(f"{key}.stage_eps: need at least two positive budgets, got {list(self.stage_eps)}")
+        if self.budget_mode not in ("fraction", "absolute"):
+            raise ConfigError(f"{key}.budget_mode: expected 'fraction' or 'absolute', got {self.budget_mode!r}")
+        if not 1 <= self.degree <= len(self.stage_eps) - 1:
+            raise ConfigError(
+                f"{key}.degree: a degree-{self.degree} fit needs more than {self.degree} stages, "
+                f"got {len(self.stage_eps)} stage budgets"
+            )
+        if self.fit_in not in ("eps", "mu"):
+            raise ConfigError(f"{key}.fit_in: expected 'eps' or 'mu', got {self.fit_in!r}")
+        if self.later_stage_range not in ("above_previous", "full"):
+            raise ConfigError(
+                f"{key}.later_stage_range: expected 'above_previous' or 'full', got {self.later_stage_range!r}"
+            )
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "LinearScalingConfig":
+        return cls(
+            n_trials=int(cfg.get("n_trials", 3)),
+            stage_eps=tuple(float(e) for e in cfg.get("stage_eps", (0.1, 0.2))),
+            budget_mode=cfg.get("budget_mode", "fraction"),
+            degree=int(cfg.get("degree", 1)),
+            fit_in=cfg.get("fit_in", "eps"),
+            later_stage_range=cfg.get("later_stage_range", "above_previous"),
+            later_stage_cap=float(cfg.get("later_stage_cap", 0.2)),
+        )
+
+    @property
+    def n_stages(self) -> int:
+        return len(self.stage_eps)
+
+    def stage_budgets(self, target_eps: float) -> tuple[float, ...]:
+        if self.budget_mode == "fraction":
+            return tuple(f * target_eps for f in self.stage_eps)
+        return self.stage_eps
+
+
+def search_key(lsc: LinearScalingConfig, target_eps: float) -> str:
+    return "stage_eps=" + ",".join(f"{e:.10g}" for e in lsc.stage_budgets(target_eps))
+
+
+def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, delta: float) -> Ledger:
+    """The releases of the whole search as planned (before any training)."""
+    ledger = Ledger()
+    for k, eps_k in enumerate(lsc.stage_budgets(target_eps), start=1):
+        ledger.add(f"stage {k} trials", mu=mu_from_eps(eps_k, delta), count=lsc.n_trials, standalone_eps=eps_k)
+        if selection.mu_per_release > 0:
+            ledger.add(f"stage {k} selection", mu=selection.mu_per_release, count=lsc.n_trials)
+    return ledger
+
+
+def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: Sequence[float], delta: float) -> dict:
+    """Final-run budget of every target; raises InfeasibleBudgetError before any training."""
+    plans = {}
+    for target in targets:
+        spent = planned_search_ledger(lsc, selection, target, delta)
+        mu_f = plan_final_mu(target, delta, spent, what=f"final run of linear scaling at target eps={target:g}")
+        plans[float(target)] = {"final_mu": mu_f, "final_eps": eps_from_mu(mu_f, delta)}
+    return plans
+
+
+def run_stage(
+    features: PreparedFeatures,
+    settings: TrainSettings,
+    lsc: LinearScalingConfig,
+    space: SearchSpace,
+    selection: SelectionRule,
+    targets: Sequence[float],
+    seed: int,
+    stage: int,
+    previous: dict | None = None,
+    progress: bool = True,
+) -> dict:
+    """Stage `stage` (1-based) for every search the targets need, trained as one batch of trials."""
+    if not 1 <= stage <= lsc.n_stages:
+        raise ValueError(f"stage must be in 1..{lsc.n_stages}, got {stage}")
+    if stage > 1 and previous is None:
+        raise ValueError(f"stage {stage} needs the result of stage {stage - 1}")
+    delta = settings.delta
+    check_budgets(lsc, selection, targets, delta)
+    prev_pick = {s["key"]: s["selected_r"] for s in previous["searches"]} if previous else {}
+    searches: dict[str, dict] = {}
+    for target in targets:
+        key = search_key(lsc, target)
+        searches.setdefault(key, {"key": key, "targets": [], "eps": lsc.stage_budgets(target)[stage - 1]})
+        searches[key]["targets"].append(float(target))
+
+    eta, steps, sigma, seeds, owner = [], [], [], [], []
+    for key, search in searches.items():
+        mu = mu_from_eps(search["eps"], delta)
+        search["mu"] = mu
+        rng = rng_for(METHOD, seed, stage, key)
+        if stage > 1 and lsc.later_stage_range == "above_previous":
+            r_values = space.sample_r(rng, lsc.n_trials, lo=prev_pick[key], hi=lsc.later_stage_cap * space.r_max)
+        else:
+            r_values = space.sample_r(rng, lsc.n_trials)
+        search["trials"] = []
+        for i, r in enumerate(r_values):
+            dec = space.decompose(r)
+            trial = {
+                "r_requested": float(r),
+                "eta": dec.eta,
+                "steps": dec.steps,
+                "r": dec.r,
+                "sigma": settings.sigma_for(mu, dec.steps),
+                "mu": mu,
+                "noise_seed": trial_seed(METHOD, seed, stage, key, i),
+            }
+            search["trials"].append(trial)
+            eta.append(trial["eta"])
+            steps.append(trial["steps"])
+            sigma.append(trial["sigma"])
+            seeds.append(trial["noise_seed"])
+            owner.append(key)
+
+    outcome = run_trials(features, settings, eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
+    owner_arr = np.asarray(owner)
+    for key, search in searches.items():
+        idx = np.flatnonzero(owner_arr == key)
+        ledger = Ledger()
+        for i, trial in enumerate(search["trials"]):
+            trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
+            trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)  # recorded, never selected on
+            ledger.add(
+                f"stage {stage} trial {i}",
+                mu=trial["mu"],
+                eta=trial["eta"],
+                steps=trial["steps"],
+                sigma=trial["sigma"],
+                standalone_eps=search["eps"],
+            )
+        best, scores = select_best(
+            selection,
+            train_correct=outcome.train_correct[idx],
+            test_correct=outcome.test_correct[idx],
+            rng=rng_for(METHOD, "selection", seed, stage, key),
+            ledger=ledger,
+            what=f"stage {stage} selection",
+        )
+        for trial, score in zip(search["trials"], scores):
+            trial["score"] = float(score)
+        search["selected"] = best
+        search["selected_r"] = search["trials"][best]["r"]
+        search["ledger"] = ledger.to_dict(delta)
+    return {
+        "method": METHOD,
+        "stage": stage,
+        "seed": seed,
+        "selection": selection.describe(),
+        "searches": list(searches.values()),
+    }
+
+
+def fit_rule(points_x: Sequence[float], points_r: Sequence[float], degree: int) -> np.ndarray:
+    """Polynomial coefficients (highest power first) of r(x) through the stage points."""
+    return np.polyfit(np.asarray(points_x, float), np.asarray(points_r, float), deg=degree)
+
+
+def run_final(
+    features: PreparedFeatures,
+    settings: TrainSettings,
+    lsc: LinearScalingConfig,
+    space: SearchSpace,
+    selection: SelectionRule,
+    targets: Sequence[float],
+    seed: int,
+    stages: Sequence[dict],
+    progress: bool = True,
+) -> list[MethodResult]:
+    """Fit the rule, extrapolate to each target's final budget and train all final runs together."""
+    if len(stages) != lsc.n_stages:
+        raise ValueError(f"expected {lsc.n_stages} stage results, got {len(stages)}")
+    delta = settings.delta
+    by_key = [{s["key"]: s for s in st["searches"]} for st in stages]
+    plans = []
+    for target in targets:
+        key = search_key(lsc, target)
+        searches = [stage_searches[key] for stage_searches in by_key]
+        ledger = Ledger()
+        for s in searches:
+            ledger.extend(Ledger.from_dict(s["ledger"]))
+        mu_f = plan_final_mu(target, delta, ledger, what=f"final run at target eps={target:g}") * (1 - BUDGET_SAFETY)
+        eps_f = eps_from_mu(mu_f, delta)
+        xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
+        rs = [s["selected_r"] for s in searches]
+        coeffs = fit_rule(xs, rs, lsc.degree)
+        x_f = eps_f if lsc.fit_in == "eps" else mu_f
+        r_extrapolated = float(np.polyval(coeffs, x_f))
+        r_star = space.clamp_r(r_extrapolated)
+        dec = space.decompose(r_star)
+        plans.append(
+            {
+                "target": float(target),
+                "key": key,
+                "ledger": ledger,
+                "mu_f": mu_f,
+                "eps_f": eps_f,
+                "dec": dec,
+                "sigma": settings.sigma_for(mu_f, dec.steps),
+                "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
+                "fit": {
+                    "x": lsc.fit_in,
+                    "points": [{"x": x, "r": r} for x, r in zip(xs, rs)],
+                    "degree": lsc.degree,
+                    "coefficients": coeffs.tolist(),
+                    "x_final": x_f,
+                    "r_extrapolated": r_extrapolated,
+                    "r_clamped": r_star,
+                    "clamped": not math.isclose(r_star, r_extrapolated),
+                },
+                "searches": searches,
+            }
+        )
+    outcome = run_trials(
+        features,
+        settings,
+        [p["dec"].eta for p in plans],
+        [p["dec"].steps for p in plans],
+        [p["sigma"] for p in plans],
+        [p["noise_seed"] for p in plans],
+        progress=progress,
+        desc="final runs",
+    )
+    results = []
+    for j, p in enumerate(plans):
+        dec = p["dec"]
+        p["ledger"].add("final run", mu=p["mu_f"], eta=dec.eta, steps=dec.steps, sigma=p["sigma"], standalone_eps=p["eps_f"])
+        results.append(
+            MethodResult(
+                method=METHOD,
+                target_eps=p["target"],
+                delta=delta,
+                weights=outcome.weights[j].numpy(),
+                test_accuracy=float(outcome.test_correct[j] / features.n_test),
+                train_accuracy=float(outcome.train_correct[j] / features.n_train),
+                released={
+                    "eta": dec.eta,
+                    "steps": dec.steps,
+                    "r": dec.r,
+                    "r_requested": dec.r_requested,
+                    "sigma": p["sigma"],
+                    "mu": p["mu_f"],
+                    "standalone_eps": p["eps_f"],
+                    "noise_seed": p["noise_seed"],
+                },
+                ledger=p["ledger"],
+                selection=selection.describe(),
+                trials=[t | {"stage": k + 1} for k, s in enumerate(p["searches"]) for t in s["trials"]],
+                search={
+                    "config": lsc.__dict__ | {"stage_eps": list(lsc.stage_eps)},
+                    "stage_budgets_eps": [s["eps"] for s in p["searches"]],
+                    "selected_r": [s["selected_r"] for s in p["searches"]],
+                    "fit": p["fit"],
+                    "shared_search_key": p["key"],
+                },
+            )
+        )
+    return results
+
+
+def run(
+    features: PreparedFeatures,
+    settings: TrainSettings,
+    lsc: LinearScalingConfig,
+    space: SearchSpace,
+    selection: SelectionRule,
+    targets: Sequence[float],
+    seed: int,
+    progress: bool = False,
+) -> list[MethodResult]:
+    """The whole method in one call (the workflow runs the same steps as separate jobs)."""
+    stages: list[dict] = []
+    for stage in range(1, lsc.n_stages + 1):
+        stages.append(
+            run_stage(features, settings, lsc, space, selection, targets, seed, stage, stages[-1] if stages else None, progress)
+        )
+    return run_final(features, settings, lsc, space, selection, targets, seed, stages, progress)

@@ -1,0 +1,90 @@
+"""Choosing the best trial, honestly (methods.md §3).
+
+Reading trial scores reads private data. The default rule releases each trial's count of correct
+training predictions plus Gaussian noise (sensitivity 1 under add/remove, so μ = 1/σ_s per count)
+and charges the ledger. Selection on test data or on exact training accuracy exists only as an
+explicitly labelled, non-private option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dphpo.errors import ConfigError
+from dphpo.privacy.ledger import Ledger
+
+PRIVATE_RULES = {
+    "noisy_train_accuracy": "noisy training-accuracy counts (accounted)",
+    "public_validation": "accuracy on a public validation split (no privacy cost)",
+}
+NONPRIVATE_RULES = {
+    "test": "best on TEST data (non-private HPO, as in the original paper)",
+    "train_nonprivate": "exact training accuracy (non-private HPO, unaccounted)",
+}
+
+
+@dataclass(frozen=True)
+class SelectionRule:
+    rule: str = "noisy_train_accuracy"
+    noise_std: float = 100.0  # std of the noise on each released count
+
+    def __post_init__(self) -> None:
+        if self.rule not in PRIVATE_RULES | NONPRIVATE_RULES:
+            known = ", ".join(sorted(PRIVATE_RULES | NONPRIVATE_RULES))
+            raise ConfigError(f"selection.rule: unknown rule {self.rule!r}; expected one of {known}")
+        if self.rule == "noisy_train_accuracy" and not self.noise_std > 0:
+            raise ConfigError(f"selection.noise_std: must be > 0 for noisy_train_accuracy, got {self.noise_std}")
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "SelectionRule":
+        return cls(rule=cfg.get("rule", "noisy_train_accuracy"), noise_std=float(cfg.get("noise_std", 100.0)))
+
+    @property
+    def private(self) -> bool:
+        return self.rule in PRIVATE_RULES
+
+    @property
+    def mu_per_release(self) -> float:
+        """GDP μ of one released score (0 when the rule costs nothing or is not accounted)."""
+        return 1.0 / self.noise_std if self.rule == "noisy_train_accuracy" else 0.0
+
+    @property
+    def label(self) -> str:
+        return (PRIVATE_RULES | NONPRIVATE_RULES)[self.rule]
+
+    def describe(self) -> dict:
+        return asdict(self) | {"private": self.private, "label": self.label}
+
+
+def select_best(
+    rule: SelectionRule,
+    *,
+    train_correct: np.ndarray,
+    test_correct: np.ndarray,
+    rng: np.random.Generator,
+    ledger: Ledger,
+    what: str,
+    validation_correct: np.ndarray | None = None,
+) -> tuple[int, np.ndarray]:
+    """Index of the best trial and the scores it was chosen by; charges `ledger` for private reads."""
+    train_correct = np.asarray(train_correct, dtype=np.float64)
+    if rule.rule == "noisy_train_accuracy":
+        scores = train_correct + rng.normal(0.0, rule.noise_std, size=train_correct.shape)
+        ledger.add(
+            f"{what}: noisy train-accuracy counts",
+            mu=rule.mu_per_release,
+            count=len(train_correct),
+            noise_std=rule.noise_std,
+            sensitivity=1,
+        )
+    elif rule.rule == "public_validation":
+        if validation_correct is None:
+            raise ConfigError("selection.rule=public_validation needs a public validation split in the feature cache")
+        scores = np.asarray(validation_correct, dtype=np.float64)
+    elif rule.rule == "test":
+        scores = np.asarray(test_correct, dtype=np.float64)
+    else:
+        scores = train_correct
+    return int(np.argmax(scores)), scores

@@ -1,0 +1,1 @@
+"""Tables (Markdown, CSV, LaTeX) and figures (matplotlib) built from result files."""

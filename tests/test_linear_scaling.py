@@ -1,0 +1,128 @@
+"""The linear scaling rule: budgets, stages, the fit, and the ledger of every result."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+
+from dphpo.errors import ConfigError, InfeasibleBudgetError
+from dphpo.hpo import linear_scaling as ls
+from dphpo.hpo.common import PreparedFeatures, TrainSettings
+from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+
+DELTA = 1e-5
+
+
+@pytest.fixture(scope="module")
+def digits_features():
+    d = load_digits()
+    x = torch.tensor(d.data / 16.0, dtype=torch.float32)
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    x, y = x[perm], y[perm]
+    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits-test", {})
+
+
+SPACE = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))
+SETTINGS = TrainSettings()
+SELECTION = SelectionRule(noise_std=50.0)
+
+
+def test_paper_budget_check_point():
+    # methods.md §2: n = 3, ε1 = 0.1, ε2 = 0.2, ε_f = 0.88 composes to ε = 0.9963 at δ = 1e-5.
+    mus = [mu_from_eps(0.1, DELTA)] * 3 + [mu_from_eps(0.2, DELTA)] * 3 + [mu_from_eps(0.88, DELTA)]
+    assert eps_from_mu(math.sqrt(sum(m * m for m in mus)), DELTA) == pytest.approx(0.9963, abs=5e-4)
+
+
+def test_total_eps_includes_stage_trials_and_selection(digits_features):
+    lsc = ls.LinearScalingConfig(budget_mode="absolute", stage_eps=(0.1, 0.2))
+    results = ls.run(digits_features, SETTINGS, lsc, SPACE, SELECTION, [1.0, 4.0], seed=0)
+    for res in results:
+        entries = res.ledger.entries
+        whats = [e.what for e in entries]
+        assert sum(w.startswith("stage 1 trial") for w in whats) == 3
+        assert sum(w.startswith("stage 2 trial") for w in whats) == 3
+        assert "stage 1 selection: noisy train-accuracy counts" in whats
+        assert whats[-1] == "final run"
+        # total of all releases is the target, and never above it
+        assert res.total["eps"] <= res.target_eps
+        assert res.total["eps"] == pytest.approx(res.target_eps, rel=1e-6)
+        # the final run alone is cheaper than the target: the search was paid for
+        assert res.released["standalone_eps"] < res.target_eps
+        mu_search = math.sqrt(sum(e.mu_total**2 for e in entries[:-1]))
+        assert math.hypot(mu_search, res.released["mu"]) == pytest.approx(res.ledger.mu)
+
+
+def test_absolute_stage_budgets_share_one_search(digits_features):
+    lsc = ls.LinearScalingConfig(budget_mode="absolute")
+    stage1 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [1.0, 2.0, 8.0], seed=0, stage=1, progress=False)
+    assert len(stage1["searches"]) == 1
+    assert stage1["searches"][0]["targets"] == [1.0, 2.0, 8.0]
+
+
+def test_fraction_budgets_scale_with_target(digits_features):
+    lsc = ls.LinearScalingConfig(budget_mode="fraction", stage_eps=(0.1, 0.2))
+    stage1 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [1.0, 8.0], seed=0, stage=1, progress=False)
+    assert sorted(s["eps"] for s in stage1["searches"]) == pytest.approx([0.1, 0.8])
+    for search in stage1["searches"]:
+        for trial in search["trials"]:
+            # every trial is exactly its stage budget: σ = √T/μ
+            assert math.sqrt(trial["steps"]) / trial["sigma"] == pytest.approx(search["mu"])
+
+
+def test_stage_two_samples_above_stage_one_pick(digits_features):
+    lsc = ls.LinearScalingConfig(budget_mode="fraction")
+    s1 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=3, stage=1, progress=False)
+    s2 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=3, stage=2, previous=s1, progress=False)
+    r1 = s1["searches"][0]["selected_r"]
+    lo, hi = sorted([SPACE.clamp_r(r1), SPACE.clamp_r(0.2 * SPACE.r_max)])
+    for trial in s2["searches"][0]["trials"]:
+        assert lo * (1 - 1e-9) <= trial["r_requested"] <= hi * (1 + 1e-9)
+
+
+def test_line_extrapolates_through_stage_points():
+    coeffs = ls.fit_rule([0.1, 0.2], [1.0, 3.0], degree=1)
+    assert np.polyval(coeffs, 0.88) == pytest.approx(1.0 + (0.88 - 0.1) * 20.0)
+    quad = ls.fit_rule([0.1, 0.2, 0.3], [1.0, 2.0, 5.0], degree=2)
+    assert np.polyval(quad, 0.3) == pytest.approx(5.0)
+
+
+def test_infeasible_plan_is_refused_before_training():
+    lsc = ls.LinearScalingConfig(budget_mode="absolute", stage_eps=(0.5, 1.0))
+    with pytest.raises(InfeasibleBudgetError, match="stage 1 trials"):
+        ls.check_budgets(lsc, SELECTION, [1.0], DELTA)
+
+
+def test_same_seed_same_numbers(digits_features):
+    lsc = ls.LinearScalingConfig()
+    a = ls.run(digits_features, SETTINGS, lsc, SPACE, SELECTION, [2.0], seed=7)[0]
+    b = ls.run(digits_features, SETTINGS, lsc, SPACE, SELECTION, [2.0], seed=7)[0]
+    c = ls.run(digits_features, SETTINGS, lsc, SPACE, SELECTION, [2.0], seed=8)[0]
+    assert np.array_equal(a.weights, b.weights)
+    assert a.test_accuracy == b.test_accuracy
+    assert not np.array_equal(a.weights, c.weights)
+
+
+def test_private_result_is_useful_on_digits(digits_features):
+    lsc = ls.LinearScalingConfig()
+    res = ls.run(digits_features, SETTINGS, lsc, SPACE, SELECTION, [8.0], seed=0)[0]
+    assert res.test_accuracy > 0.8  # raw-pixel linear probe reaches ~97 % non-privately
+
+
+def test_decomposition_always_terminates_and_stays_on_grid():
+    for r in [1e-9, 0.01, 0.05, 0.3, 7.7, 80.0, 1e9]:
+        dec = SPACE.decompose(r)
+        assert dec.steps in SPACE.steps
+        assert SPACE.eta_min <= dec.eta <= SPACE.eta_max
+    assert SPACE.decompose(3.0).r == pytest.approx(3.0)
+
+
+def test_bad_config_names_the_key():
+    with pytest.raises(ConfigError, match="linear_scaling.degree"):
+        ls.LinearScalingConfig(degree=2, stage_eps=(0.1, 0.2))
+    with pytest.raises(ConfigError, match="selection.rule"):
+        SelectionRule(rule="best_guess")

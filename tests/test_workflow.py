@@ -1,0 +1,101 @@
+"""The workflow driven as users drive it: `python -m snakemake` in a subprocess."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+
+
+def snakemake(*args, cwd=REPO, check=True):
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), *args]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def write_config(tmp_path, **overrides):
+    cfg = yaml.safe_load(TINY.read_text())
+    for key, value in overrides.items():
+        cfg[key] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_snakefmt_is_clean():
+    proc = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_default_config_dry_run_builds_the_study():
+    proc = snakemake("-n", "--quiet", "rules")
+    out = proc.stdout + proc.stderr
+    for rule in ["extract_features", "linear_scaling_stage", "linear_scaling_final", "nonprivate_reference", "table_linear_scaling"]:
+        assert rule in out
+
+
+def test_unknown_config_key_is_named(tmp_path):
+    cfg = write_config(tmp_path, privacy={"target_eps": [1], "delta": 1e-5, "dleta": 3})
+    proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path), check=False)
+    assert proc.returncode != 0
+    assert "dleta" in proc.stdout + proc.stderr
+
+
+def test_unknown_dataset_is_refused(tmp_path):
+    cfg = write_config(tmp_path, studies=[{"dataset": "imagenet21k", "extractor": "raw"}])
+    proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path), check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "imagenet21k" in out and "studies[0].dataset" in out
+
+
+def test_infeasible_budget_is_refused_before_any_job(tmp_path):
+    cfg = write_config(tmp_path, linear_scaling={"stage_eps": [0.5, 1.0], "budget_mode": "absolute"})
+    proc = snakemake("--cores", "1", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path), check=False)
+    assert proc.returncode != 0
+    assert "infeasible privacy plan" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.slow
+def test_tiny_study_end_to_end(tmp_path):
+    cfg = write_config(tmp_path)
+    snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    results = sorted((tmp_path / "results" / "runs" / "digits" / "raw" / "linear_scaling").glob("seed*/eps*/result.json"))
+    assert len(results) == 4  # 2 seeds × 2 targets
+    for path in results:
+        res = json.loads(path.read_text())
+        target = res["target"]["eps"]
+        assert res["total_eps"] <= target
+        assert res["total_eps"] == pytest.approx(target, rel=1e-6)
+        assert res["within_budget"] and res["selection"]["private"]
+        whats = [e["what"] for e in res["privacy"]["entries"]]
+        assert sum(w.startswith("stage") and "trial" in w for w in whats) == 6
+        assert whats[-1] == "final run"
+        assert res["test_accuracy"] > 0.5
+        prov = res["provenance"]
+        assert len(prov["feature_cache"]["content_sha256"]) == 64 and prov["config_hash"]
+        assert prov["package_versions"]["torch"]
+        assert (path.parent / "model.npz").exists()
+    table = (tmp_path / "results" / "tables" / "linear_scaling.csv").read_text().splitlines()
+    assert len(table) == 1 + 2  # header + one row per target
+    assert "total ε (incl. search)" in table[0]
+    assert (tmp_path / "results" / "figures" / "linear_scaling_accuracy_vs_eps.png").stat().st_size > 1000
+    # no temporary files left behind
+    assert not list((tmp_path / "results").rglob("*.tmp"))
+    # a second run has nothing to do
+    proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    assert "Nothing to be done" in proc.stdout + proc.stderr

@@ -1,0 +1,53 @@
+# Config validation, wildcard constraints and input functions shared by every rule file.
+import math
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from dphpo import study
+from dphpo.errors import DPHPOError
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+try:
+    TARGETS = study.target_eps(config)
+    EPS_LABELS = [study.eps_label(e) for e in TARGETS]
+    SEEDS = [int(s) for s in config["seeds"]]
+    STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
+    study.check_config(config)
+except DPHPOError as err:
+    raise WorkflowError(f"invalid config: {err}") from None
+
+RUNS = "results/runs/{dataset}/{extractor}"
+
+
+wildcard_constraints:
+    dataset="[A-Za-z0-9_]+",
+    extractor="[A-Za-z0-9_]+",
+    seed="[0-9]+",
+    stage="[0-9]+",
+
+
+def rule_resources(rule_name, **defaults):
+    """Resource tags of a rule: config `resources.<rule>` overrides the defaults."""
+    return defaults | config.get("resources", {}).get(rule_name, {})
+
+
+def features_h5(wildcards):
+    return f"results/features/{wildcards.dataset}/{wildcards.extractor}.h5"
+
+
+def method_results(method, dataset, extractor):
+    return expand(
+        f"results/runs/{dataset}/{extractor}/{method}/seed{{seed}}/eps{{eps}}/result.json",
+        seed=SEEDS,
+        eps=EPS_LABELS,
+    )
+
+
+def study_outputs():
+    return [
+        "results/tables/linear_scaling.md",
+        "results/tables/linear_scaling.csv",
+        "results/figures/linear_scaling_accuracy_vs_eps.png",
+    ]

@@ -1,0 +1,15 @@
+# Pretrained features of every dataset, cached once in HDF5 (the expensive, reusable artifact).
+
+
+rule extract_features:
+    output:
+        features="results/features/{dataset}/{extractor}.h5",
+    log:
+        "results/logs/extract_features/{dataset}/{extractor}.log",
+    benchmark:
+        "results/benchmarks/extract_features/{dataset}/{extractor}.tsv"
+    threads: config["threads"]["extract"]
+    resources:
+        **rule_resources("extract_features", gpu=1, mem_mb=16000, runtime=120),
+    script:
+        "../scripts/extract_features.py"

@@ -1,0 +1,24 @@
+"""Fit the linear scaling rule and train the final run for every target budget."""
+
+from dphpo import study
+from dphpo.hpo import linear_scaling
+from dphpo.hpo.common import write_result
+from dphpo.io import read_json
+
+cfg, wc = snakemake.config, snakemake.wildcards
+with study.job_log(snakemake.log[0], snakemake.threads) as log:
+    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    results = linear_scaling.run_final(
+        features,
+        study.train_settings(cfg),
+        study.linear_scaling_config(cfg),
+        study.search_space(cfg),
+        study.selection_rule(cfg),
+        study.target_eps(cfg),
+        seed=int(wc.seed),
+        stages=[read_json(p) for p in snakemake.input.stages],
+    )
+    for result, result_path, model_path in zip(results, snakemake.output.results, snakemake.output.models):
+        prov = study.provenance(cfg, features, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor)
+        write_result(result, result_path, model_path, prov)
+        log.info("target eps=%g: total eps=%.6f, test accuracy=%.4f", result.target_eps, result.total["eps"], result.test_accuracy)

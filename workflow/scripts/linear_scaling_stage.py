@@ -1,0 +1,24 @@
+"""One stage of the linear scaling rule for every target budget (batched trials)."""
+
+from dphpo import study
+from dphpo.hpo import linear_scaling
+from dphpo.io import read_json, write_json
+
+cfg, wc = snakemake.config, snakemake.wildcards
+with study.job_log(snakemake.log[0], snakemake.threads) as log:
+    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
+    stage = linear_scaling.run_stage(
+        features,
+        study.train_settings(cfg),
+        study.linear_scaling_config(cfg),
+        study.search_space(cfg),
+        study.selection_rule(cfg),
+        study.target_eps(cfg),
+        seed=int(wc.seed),
+        stage=int(wc.stage),
+        previous=previous,
+    )
+    stage["provenance"] = study.provenance(cfg, features, seed=int(wc.seed))
+    write_json(snakemake.output.stage, stage)
+    log.info("stage %s: selected r = %s", wc.stage, [s["selected_r"] for s in stage["searches"]])

@@ -1,0 +1,13 @@
+"""results/tables/linear_scaling.{md,csv} and the accuracy-vs-ε figure."""
+
+from dphpo import study
+from dphpo.report import linear_scaling
+
+with study.job_log(snakemake.log[0]):
+    linear_scaling.make(
+        snakemake.input.results,
+        snakemake.input.references,
+        md=snakemake.output.md,
+        csv_path=snakemake.output.csv,
+        figure=snakemake.output.figure,
+    )
