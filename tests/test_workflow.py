@@ -74,7 +74,7 @@ def test_infeasible_budget_is_refused_before_any_job(tmp_path):
 def test_tiny_study_end_to_end(tmp_path):
     cfg = write_config(tmp_path)
     snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
-    results = sorted((tmp_path / "results" / "runs" / "digits" / "raw" / "linear_scaling").glob("seed*/eps*/result.json"))
+    results = sorted((tmp_path / "results" / "runs" / "digits" / "raw" / "linear_scaling" / "default").glob("seed*/eps*/result.json"))
     assert len(results) == 4  # 2 seeds × 2 targets
     for path in results:
         res = json.loads(path.read_text())

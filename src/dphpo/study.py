@@ -6,6 +6,7 @@ Workflow scripts stay thin by calling these helpers; everything here is plain Py
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import sys
 from pathlib import Path
@@ -18,6 +19,43 @@ from dphpo.hpo.linear_scaling import LinearScalingConfig
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.provenance import config_hash, package_versions
+
+
+DEFAULT_VARIANT = "default"
+
+
+def deep_merge(base: dict, overrides: dict) -> dict:
+    """A copy of `base` with `overrides` merged in, recursively for nested mappings."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def variant_config(config: dict, variant: str) -> dict:
+    """The config of a named variant: `variants.<name>` merged over the base config.
+
+    Variants are how ablations and alternative settings (other stage budgets, a quadratic fit,
+    a bias, random init, ...) run beside the main study with their own result files.
+    """
+    if variant == DEFAULT_VARIANT:
+        return config
+    variants = config.get("variants", {})
+    if variant not in variants:
+        from dphpo.errors import ConfigError
+
+        raise ConfigError(f"variants.{variant}: no such variant (defined: {', '.join(sorted(variants)) or 'none'})")
+    overrides = variants[variant]
+    if "target_eps" in overrides.get("privacy", {}) or "seeds" in overrides:
+        from dphpo.errors import ConfigError
+
+        raise ConfigError(f"variants.{variant}: privacy.target_eps and seeds are shared by all variants; do not override them")
+    merged = deep_merge({k: v for k, v in config.items() if k != "variants"}, overrides)
+    merged["variant"] = variant
+    return merged
 
 
 def eps_label(eps: float) -> str:
@@ -100,7 +138,7 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
 def check_config(config: dict) -> None:
     """Checks the JSON schema cannot express; raises ConfigError / InfeasibleBudgetError before any job runs."""
     from dphpo.data import DATASETS
-    from dphpo.errors import ConfigError
+    from dphpo.errors import ConfigError, DPHPOError
     from dphpo.hpo.linear_scaling import check_budgets
 
     for i, entry in enumerate(config["studies"]):
@@ -113,8 +151,11 @@ def check_config(config: dict) -> None:
                 f"studies[{i}].extractor: {entry['extractor']!r} is not defined under `extractors` "
                 f"(defined: {', '.join(sorted(config['extractors']))})"
             )
-    space = search_space(config)  # raises ConfigError on bad grids
-    del space
-    selection = selection_rule(config)
-    lsc = linear_scaling_config(config)
-    check_budgets(lsc, selection, target_eps(config), float(config["privacy"]["delta"]))
+    for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
+        cfg = variant_config(config, variant)
+        try:
+            search_space(cfg)  # raises ConfigError on bad grids
+            check_budgets(linear_scaling_config(cfg), selection_rule(cfg), target_eps(cfg), float(cfg["privacy"]["delta"]))
+        except DPHPOError as err:
+            where = "" if variant == DEFAULT_VARIANT else f"variants.{variant}: "
+            raise type(err)(where + str(err)) from None

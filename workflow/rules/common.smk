@@ -26,6 +26,8 @@ wildcard_constraints:
     extractor="[A-Za-z0-9_]+",
     seed="[0-9]+",
     stage="[0-9]+",
+    variant="[A-Za-z0-9_]+",
+    method="[A-Za-z0-9_]+",
 
 
 def rule_resources(rule_name, **defaults):
@@ -37,9 +39,10 @@ def features_h5(wildcards):
     return f"results/features/{wildcards.dataset}/{wildcards.extractor}.h5"
 
 
-def method_results(method, dataset, extractor):
+def method_results(method, dataset, extractor, variant="default"):
+    """Every result.json of a method on one study: all seeds × all target ε."""
     return expand(
-        f"results/runs/{dataset}/{extractor}/{method}/seed{{seed}}/eps{{eps}}/result.json",
+        f"results/runs/{dataset}/{extractor}/{method}/{variant}/seed{{seed}}/eps{{eps}}/result.json",
         seed=SEEDS,
         eps=EPS_LABELS,
     )

@@ -12,12 +12,13 @@ def previous_stage(wildcards):
 def stage_json(wildcards, stage):
     return (
         RUNS.format(**wildcards)
-        + f"/linear_scaling/seed{wildcards.seed}/stage{stage}.json"
+        + f"/linear_scaling/{wildcards.variant}/seed{wildcards.seed}/stage{stage}.json"
     )
 
 
 def all_stages(wildcards):
-    n_stages = len(study.linear_scaling_config(config).stage_eps)
+    cfg = study.variant_config(config, wildcards.variant)
+    n_stages = len(study.linear_scaling_config(cfg).stage_eps)
     return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]
 
 
@@ -26,11 +27,11 @@ rule linear_scaling_stage:
         features=features_h5,
         previous=previous_stage,
     output:
-        stage=RUNS + "/linear_scaling/seed{seed}/stage{stage}.json",
+        stage=RUNS + "/linear_scaling/{variant}/seed{seed}/stage{stage}.json",
     log:
-        "results/logs/linear_scaling/{dataset}/{extractor}/seed{seed}/stage{stage}.log",
+        "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.log",
     benchmark:
-        "results/benchmarks/linear_scaling/{dataset}/{extractor}/seed{seed}/stage{stage}.tsv"
+        "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.tsv"
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
@@ -44,17 +45,17 @@ rule linear_scaling_final:
         stages=all_stages,
     output:
         results=expand(
-            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/seed{{seed}}/eps{eps}/result.json",
+            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/result.json",
             eps=EPS_LABELS,
         ),
         models=expand(
-            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/seed{{seed}}/eps{eps}/model.npz",
+            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
             eps=EPS_LABELS,
         ),
     log:
-        "results/logs/linear_scaling/{dataset}/{extractor}/seed{seed}/final.log",
+        "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.log",
     benchmark:
-        "results/benchmarks/linear_scaling/{dataset}/{extractor}/seed{seed}/final.tsv"
+        "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.tsv"
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),

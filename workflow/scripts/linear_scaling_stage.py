@@ -4,7 +4,8 @@ from dphpo import study
 from dphpo.hpo import linear_scaling
 from dphpo.io import read_json, write_json
 
-cfg, wc = snakemake.config, snakemake.wildcards
+wc = snakemake.wildcards
+cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
     features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
