@@ -18,8 +18,6 @@ try:
 except DPHPOError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 
-RUNS = "results/runs/{dataset}/{extractor}"
-
 
 wildcard_constraints:
     dataset="[A-Za-z0-9_]+",
@@ -54,3 +52,22 @@ def study_outputs():
         "results/tables/linear_scaling.csv",
         "results/figures/linear_scaling_accuracy_vs_eps.png",
     ]
+
+
+def previous_stage(wildcards):
+    stage = int(wildcards.stage)
+    if stage == 1:
+        return []
+    return stage_json(wildcards, stage - 1)
+
+
+def stage_json(wildcards, stage):
+    return "results/runs/{dataset}/{extractor}/linear_scaling/{variant}/seed{seed}/stage{stage}.json".format(
+        stage=stage, **wildcards
+    )
+
+
+def all_stages(wildcards):
+    cfg = study.variant_config(config, wildcards.variant)
+    n_stages = len(study.linear_scaling_config(cfg).stage_eps)
+    return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]

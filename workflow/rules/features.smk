@@ -8,6 +8,8 @@ rule extract_features:
         "results/logs/extract_features/{dataset}/{extractor}.log",
     benchmark:
         "results/benchmarks/extract_features/{dataset}/{extractor}.tsv"
+    conda:
+        "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]
     resources:
         **rule_resources("extract_features", gpu=1, mem_mb=16000, runtime=120),

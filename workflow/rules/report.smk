@@ -23,5 +23,7 @@ rule table_linear_scaling:
         ),
     log:
         "results/logs/tables/linear_scaling.log",
+    conda:
+        "../../envs/dphpo.yaml"
     script:
         "../scripts/table_linear_scaling.py"

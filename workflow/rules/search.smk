@@ -2,36 +2,18 @@
 # One job trains every trial a stage needs for all target budgets at once (batched).
 
 
-def previous_stage(wildcards):
-    stage = int(wildcards.stage)
-    if stage == 1:
-        return []
-    return stage_json(wildcards, stage - 1)
-
-
-def stage_json(wildcards, stage):
-    return (
-        RUNS.format(**wildcards)
-        + f"/linear_scaling/{wildcards.variant}/seed{wildcards.seed}/stage{stage}.json"
-    )
-
-
-def all_stages(wildcards):
-    cfg = study.variant_config(config, wildcards.variant)
-    n_stages = len(study.linear_scaling_config(cfg).stage_eps)
-    return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]
-
-
 rule linear_scaling_stage:
     input:
         features=features_h5,
         previous=previous_stage,
     output:
-        stage=RUNS + "/linear_scaling/{variant}/seed{seed}/stage{stage}.json",
+        stage="results/runs/{dataset}/{extractor}/linear_scaling/{variant}/seed{seed}/stage{stage}.json",
     log:
         "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.log",
     benchmark:
         "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.tsv"
+    conda:
+        "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
@@ -56,6 +38,8 @@ rule linear_scaling_final:
         "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.log",
     benchmark:
         "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.tsv"
+    conda:
+        "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
@@ -67,12 +51,14 @@ rule nonprivate_reference:
     input:
         features=features_h5,
     output:
-        result=RUNS + "/nonprivate/result.json",
-        model=RUNS + "/nonprivate/model.npz",
+        result="results/runs/{dataset}/{extractor}/nonprivate/result.json",
+        model="results/runs/{dataset}/{extractor}/nonprivate/model.npz",
     log:
         "results/logs/nonprivate/{dataset}/{extractor}.log",
     benchmark:
         "results/benchmarks/nonprivate/{dataset}/{extractor}.tsv"
+    conda:
+        "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),

@@ -32,6 +32,21 @@ def _log_delta(mu: float, eps: float) -> float:
     return float(log_a + log1m)
 
 
+def log_delta_array(mu: float, eps: np.ndarray) -> np.ndarray:
+    """Vectorized log δ(ε) of a μ-GDP mechanism over an array of ε ≥ 0 (−inf where δ underflows)."""
+    _check_positive("mu", mu)
+    eps = np.asarray(eps, dtype=float)
+    log_a = log_ndtr(-eps / mu + mu / 2.0)
+    log_b = eps + log_ndtr(-eps / mu - mu / 2.0)
+    diff = np.minimum(log_b - log_a, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        near = diff > -0.693
+        log1m = np.where(
+            near, np.log(-np.expm1(np.where(near, diff, -1.0))), np.log1p(-np.exp(np.where(near, -1.0, diff)))
+        )
+    return np.where(diff >= 0.0, -np.inf, log_a + log1m)
+
+
 def delta_from_mu(mu: float, eps: float) -> float:
     """δ such that a μ-GDP mechanism is (ε, δ)-DP."""
     _check_positive("mu", mu)

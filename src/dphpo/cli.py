@@ -1,0 +1,431 @@
+"""`dphpo` command line: subcommands over the same functions the workflow uses.
+
+Every calculator prints the asked number alone on its last line (full float precision), or with
+`--json` one JSON object holding every field. Bad input exits with code 2 and a message naming the
+flag; so does an infeasible budget plan.
+
+Other subcommand groups register a builder in `SUBCOMMAND_BUILDERS`: a function taking the
+`subparsers` object of the top-level parser, adding its parser, and setting `handler` (args → int).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Callable, Sequence
+
+from dphpo.errors import DPHPOError
+
+# ------------------------------------------------------------------------------------------------
+# argument types: each error names the flag (argparse prefixes "argument --flag:")
+
+
+def positive_float(text: str) -> float:
+    x = _float(text)
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return x
+
+
+def nonnegative_float(text: str) -> float:
+    x = _float(text)
+    if not (x >= 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return x
+
+
+def probability(text: str) -> float:
+    x = _float(text)
+    if not 0.0 < x < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text!r}")
+    return x
+
+
+def rate(text: str) -> float:
+    x = _float(text)
+    if not 0.0 < x <= 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {text!r}")
+    return x
+
+
+def mean_at_least_one(text: str) -> float:
+    x = _float(text)
+    if not (x >= 1.0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 1, got {text!r}")
+    return x
+
+
+def positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return x
+
+
+def nonnegative_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return x
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# output
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):  # numpy scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def _emit(args: argparse.Namespace, value: float, fields: dict[str, Any], header: str) -> int:
+    if args.json:
+        print(json.dumps(_jsonable(fields)))
+    else:
+        print(header)
+        print(repr(float(value)))
+    return 0
+
+
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+# ------------------------------------------------------------------------------------------------
+# dphpo privacy ...
+
+
+def _privacy_eps(args: argparse.Namespace) -> int:
+    from dphpo.privacy.gdp import eps_from_mu
+
+    eps = eps_from_mu(args.mu, args.delta)
+    return _emit(
+        args,
+        eps,
+        {"eps": eps, "mu": args.mu, "delta": args.delta, "accountant": "gdp_closed_form"},
+        f"eps of a mu={args.mu:g}-GDP mechanism at delta={args.delta:g}:",
+    )
+
+
+def _privacy_mu(args: argparse.Namespace) -> int:
+    from dphpo.privacy.gdp import mu_from_eps
+
+    mu = mu_from_eps(args.eps, args.delta)
+    return _emit(
+        args,
+        mu,
+        {"mu": mu, "eps": args.eps, "delta": args.delta, "accountant": "gdp_closed_form"},
+        f"largest mu whose mu-GDP implies (eps={args.eps:g}, delta={args.delta:g})-DP:",
+    )
+
+
+def _privacy_sigma(args: argparse.Namespace) -> int:
+    from dphpo.privacy.gdp import mu_from_eps, sigma_for_steps
+
+    sigma = sigma_for_steps(args.eps, args.delta, args.steps)
+    fields = {
+        "sigma": sigma,
+        "eps": args.eps,
+        "delta": args.delta,
+        "steps": args.steps,
+        "mu": mu_from_eps(args.eps, args.delta),
+        "accountant": "gdp_closed_form (full-batch DP-GD, sigma = sqrt(T)/mu)",
+    }
+    return _emit(
+        args,
+        sigma,
+        fields,
+        f"noise multiplier for {args.steps} full-batch steps at (eps={args.eps:g}, delta={args.delta:g}):",
+    )
+
+
+def _privacy_plan(args: argparse.Namespace) -> int:
+    from dphpo.privacy.ledger import plan_stages
+
+    if args.stage_eps is not None:
+        if args.eps1 is not None or args.eps2 is not None:
+            args.parser.error("give either --stage-eps or --eps1/--eps2, not both")
+        stage_eps = list(args.stage_eps)
+    else:
+        if args.eps1 is None or args.eps2 is None:
+            args.parser.error("--eps1 and --eps2 are required (or --stage-eps E1 E2 ...)")
+        stage_eps = [args.eps1, args.eps2]
+    try:
+        plan = plan_stages(
+            args.total_eps,
+            args.delta,
+            n_trials=args.n,
+            stage_eps=stage_eps,
+            selection_mu=args.selection_mu,
+            selections_per_stage=args.selections_per_stage,
+        )
+    except DPHPOError as err:
+        return _fail("dphpo privacy plan", str(err))
+    fields = {k: v for k, v in plan.items() if k != "ledger"}
+    fields["target_eps"] = args.total_eps
+    fields["ledger"] = plan["ledger"].to_dict(args.delta)
+    return _emit(
+        args,
+        plan["final_eps"],
+        fields,
+        f"standalone eps of the final run (total eps={plan['total_eps']:.6g} at delta={args.delta:g}, "
+        f"final mu={plan['final_mu']:.6g}):",
+    )
+
+
+def _check_eta(args: argparse.Namespace) -> float | None:
+    if args.distribution == "tnb" and args.eta is None:
+        args.parser.error("--eta is required with --distribution tnb")
+    fixed = {"logarithmic": 0.0, "geometric": 1.0}
+    if args.eta is not None:
+        if args.distribution == "poisson":
+            args.parser.error("--eta does not apply to --distribution poisson")
+        if args.distribution in fixed and args.eta != fixed[args.distribution]:
+            args.parser.error(
+                f"--eta={args.eta:g} conflicts with --distribution {args.distribution} (eta={fixed[args.distribution]:g})"
+            )
+        if args.distribution == "tnb" and not (args.eta > -1 and math.isfinite(args.eta)):
+            args.parser.error(f"--eta must be a finite number > -1, got {args.eta:g}")
+    return args.eta
+
+
+def _privacy_select(args: argparse.Namespace) -> int:
+    from dphpo.privacy.gdp import eps_from_mu
+    from dphpo.privacy.rdp import ps_tuned_eps, resolve_distribution
+
+    eta = _check_eta(args)
+    eps = ps_tuned_eps(
+        args.mu_trial, args.distribution, args.mean_trials, eta, args.delta, poisson_delta=args.poisson_delta
+    )
+    _, eta_v = resolve_distribution(args.distribution, eta)
+    fields = {
+        "eps": eps,
+        "mu_trial": args.mu_trial,
+        "eps_trial": eps_from_mu(args.mu_trial, args.delta),
+        "mean_trials": args.mean_trials,
+        "distribution": args.distribution,
+        "eta": eta_v,
+        "delta": args.delta,
+        "accountant": "rdp (Papernot & Steinke 2022)",
+        "poisson_delta": args.poisson_delta,
+    }
+    return _emit(
+        args,
+        eps,
+        fields,
+        f"eps of Papernot-Steinke tuning ({args.distribution} K, E[K]={args.mean_trials:g}, "
+        f"mu_trial={args.mu_trial:g}) at delta={args.delta:g}:",
+    )
+
+
+def _privacy_select_mu(args: argparse.Namespace) -> int:
+    from dphpo.privacy.gdp import eps_from_mu
+    from dphpo.privacy.rdp import calibrate_ps_mu, ps_tuned_eps
+
+    eta = _check_eta(args)
+    try:
+        mu = calibrate_ps_mu(
+            args.eps, args.delta, args.distribution, args.mean_trials, eta, poisson_delta=args.poisson_delta
+        )
+    except DPHPOError as err:
+        return _fail("dphpo privacy select-mu", str(err))
+    fields = {
+        "mu_trial": mu,
+        "eps_trial": eps_from_mu(mu, args.delta),
+        "target_eps": args.eps,
+        "eps": ps_tuned_eps(mu, args.distribution, args.mean_trials, eta, args.delta, poisson_delta=args.poisson_delta),
+        "mean_trials": args.mean_trials,
+        "distribution": args.distribution,
+        "eta": eta,
+        "delta": args.delta,
+        "poisson_delta": args.poisson_delta,
+    }
+    return _emit(
+        args,
+        mu,
+        fields,
+        f"per-trial mu so that Papernot-Steinke tuning ({args.distribution} K, E[K]={args.mean_trials:g}) "
+        f"is (eps={args.eps:g}, delta={args.delta:g})-DP:",
+    )
+
+
+def _privacy_prv_eps(args: argparse.Namespace) -> int:
+    from dphpo.privacy.prv import prv_eps_bounds_subsampled_gaussian
+
+    out = prv_eps_bounds_subsampled_gaussian(args.q, args.sigma, args.steps, args.delta, args.eps_error)
+    return _emit(
+        args,
+        out["eps_upper"],
+        out,
+        f"eps (PRV upper bound) of {args.steps} Poisson-subsampled Gaussian steps, q={args.q:g}, "
+        f"sigma={args.sigma:g}, delta={args.delta:g}:",
+    )
+
+
+def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """`dphpo privacy {eps,mu,sigma,plan,select,select-mu,prv-eps}`: the privacy calculators."""
+    privacy = subparsers.add_parser(
+        "privacy",
+        help="privacy calculators (GDP, budget plans, P&S tuning, PRV)",
+        description="Privacy calculators over dphpo.privacy.",
+    )
+    sub = privacy.add_subparsers(dest="privacy_command", metavar="COMMAND")
+    privacy.set_defaults(handler=lambda args: _missing(privacy))
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print one JSON object with every field")
+
+    def leaf(name: str, handler: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_, description=help_)
+        p.set_defaults(handler=handler, parser=p)
+        return p
+
+    p = leaf("eps", _privacy_eps, "eps of a mu-GDP mechanism at delta")
+    p.add_argument("--mu", type=positive_float, required=True, help="GDP parameter mu")
+    p.add_argument("--delta", type=probability, required=True)
+
+    p = leaf("mu", _privacy_mu, "largest mu such that mu-GDP implies (eps, delta)-DP")
+    p.add_argument("--eps", type=positive_float, required=True)
+    p.add_argument("--delta", type=probability, required=True)
+
+    p = leaf("sigma", _privacy_sigma, "noise multiplier sigma = sqrt(T)/mu(eps, delta) for T full-batch steps")
+    p.add_argument("--eps", type=positive_float, required=True)
+    p.add_argument("--delta", type=probability, required=True)
+    p.add_argument("--steps", type=positive_int, required=True, help="number of full-batch steps T")
+
+    p = leaf(
+        "plan",
+        _privacy_plan,
+        "linear scaling rule budget plan: standalone eps of the final run after n trials per stage",
+    )
+    p.add_argument("--total-eps", type=positive_float, required=True, help="target total eps (search + final run)")
+    p.add_argument("--delta", type=probability, required=True)
+    p.add_argument("--n", type=positive_int, required=True, help="trials per stage")
+    p.add_argument("--eps1", type=positive_float, help="standalone eps of each stage-1 trial")
+    p.add_argument("--eps2", type=positive_float, help="standalone eps of each stage-2 trial")
+    p.add_argument(
+        "--stage-eps",
+        type=positive_float,
+        nargs="+",
+        metavar="EPS",
+        help="standalone eps per trial of each stage (instead of --eps1/--eps2)",
+    )
+    p.add_argument(
+        "--selection-mu",
+        type=nonnegative_float,
+        default=0.0,
+        help="mu of each noisy selection score release (0: free selection)",
+    )
+    p.add_argument(
+        "--selections-per-stage",
+        type=nonnegative_int,
+        default=None,
+        help="noisy score releases per stage (default: --n)",
+    )
+
+    for name, handler, text in (
+        ("select", _privacy_select, "eps of Papernot-Steinke tuning with mu_trial-GDP trials"),
+        ("select-mu", _privacy_select_mu, "per-trial mu so that Papernot-Steinke tuning hits a target eps"),
+    ):
+        p = leaf(name, handler, text)
+        if name == "select":
+            p.add_argument("--mu-trial", type=positive_float, required=True, help="GDP mu of each trial")
+        else:
+            p.add_argument("--eps", type=positive_float, required=True, help="target eps of the whole tuning")
+        p.add_argument("--mean-trials", type=mean_at_least_one, required=True, help="E[K], expected number of trials")
+        p.add_argument(
+            "--distribution",
+            choices=["logarithmic", "geometric", "tnb", "poisson"],
+            required=True,
+            help="distribution of the number of trials K",
+        )
+        p.add_argument(
+            "--eta",
+            type=_float_arg,
+            default=None,
+            help="shape of the truncated negative binomial (required for tnb; 0 logarithmic, 1 geometric)",
+        )
+        p.add_argument("--delta", type=probability, required=True)
+        p.add_argument(
+            "--poisson-delta",
+            choices=["gdp", "rdp"],
+            default="gdp",
+            help="Poisson K: delta-hat of a trial from exact GDP (default) or from its RDP curve",
+        )
+
+    p = leaf(
+        "prv-eps", _privacy_prv_eps, "eps (PRV upper bound) of Poisson-subsampled Gaussian steps (minibatch DP-SGD)"
+    )
+    p.add_argument("--q", type=rate, required=True, help="sampling rate (batch size / N)")
+    p.add_argument("--sigma", type=positive_float, required=True, help="noise multiplier")
+    p.add_argument("--steps", type=positive_int, required=True)
+    p.add_argument("--delta", type=probability, required=True)
+    p.add_argument("--eps-error", type=positive_float, default=0.01)
+    return privacy
+
+
+def _float_arg(text: str) -> float:
+    x = _float(text)
+    if math.isnan(x):
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    return x
+
+
+def _missing(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+#: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
+SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dphpo", description="Differentially private hyperparameter optimization.")
+    from dphpo import __version__
+
+    parser.add_argument("--version", action="version", version=f"dphpo {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for builder in SUBCOMMAND_BUILDERS:
+        builder(subparsers)
+    parser.set_defaults(handler=lambda args: _missing(parser))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `dphpo` with `argv` (default: sys.argv[1:]); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return int(args.handler(args))
+    except SystemExit as exit_:  # argparse errors (code 2), --help / --version (code 0)
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    except (ValueError, DPHPOError) as err:
+        return _fail("dphpo", str(err))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

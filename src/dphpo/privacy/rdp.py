@@ -1,0 +1,541 @@
+"""Rényi DP accounting for the baselines of methods.md §4 (Papernot–Steinke, Koskela–Kulkarni).
+
+Everything here produces RDP curves ε(λ) on a grid of orders λ > 1; the ledger composes them (sums)
+and converts the total to (ε, δ) once, in `Ledger.total` (the one place every reported ε comes from).
+
+Formulas, as named in the papers:
+- μ-GDP ⇒ (λ, λμ²/2)-RDP for every λ > 1 (Dong, Roth & Su 2022; Bun & Steinke 2016 zCDP).
+- RDP → (ε, δ): ε = min_λ ε(λ) + log((λ−1)/λ) − (log δ + log λ)/(λ−1)
+  (Balle et al. 2020, Thm. 21; Canonne, Kamath & Steinke 2020, Prop. 12), or Mironov's classic
+  ε = min_λ ε(λ) + log(1/δ)/(λ−1) (Mironov 2017, Prop. 3).
+- Papernot & Steinke (ICLR 2022), random number K of trials, only the best released:
+  truncated negative binomial K (Thm. 2): ε'(λ) = ε(λ) + (1+η)(1 − 1/λ̂) ε(λ̂) + (1+η) log(1/γ)/λ̂
+  + log E[K]/(λ−1) for any λ̂ ≥ 1; Poisson K (Thm. 6): ε'(λ) = ε(λ) + E[K] δ̂ + log E[K]/(λ−1), where
+  the base run is (ε̂, δ̂)-DP with ε̂ = log(λ/(λ−1)).
+- Poisson subsampling: the Gaussian is exact via Mironov, Talwar & Zhang (2019) for integer orders
+  (the formula dp_accounting and opacus implement; it equals Zhu & Wang's (2019) tight bound specialised
+  to the Gaussian); for an arbitrary mechanism, Zhu & Wang (2019) give a general upper bound for
+  integer orders (optimal up to log(3)/(λ−1)), used to amplify a whole tuning procedure run on a
+  Poisson subsample (Koskela & Kulkarni 2023).
+A curve known only on a grid bounds every order below each grid point: Rényi divergences are
+non-decreasing in the order (van Erven & Harremoës 2014), so ε(λ) ≤ ε(λ') for λ ≤ λ'.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence, Union
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import gammaln, logsumexp
+
+from dphpo.errors import InfeasibleBudgetError
+from dphpo.privacy.gdp import log_delta_array
+
+#: Orders used when none are given: dense (ratio ≈ 1.02 in λ − 1) from λ = 1.001 to 10⁶, plus the
+#: integers 2..64. Dense enough that the grid costs < 0.1 % in ε against a continuous minimisation.
+DEFAULT_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-3, 1e6, 1000), np.arange(2.0, 65.0)]))
+
+#: Integer orders for Poisson-subsampled mechanisms (the formulas hold for integer λ ≥ 2 only).
+SUBSAMPLED_ORDERS: np.ndarray = np.unique(
+    np.concatenate([np.arange(2.0, 129.0), np.round(np.geomspace(128, 20000, 120))])
+)
+
+#: Names accepted for the distribution of the number of trials K, and the η they fix.
+DISTRIBUTIONS = {"logarithmic": 0.0, "geometric": 1.0, "tnb": None, "poisson": math.inf}
+
+RdpLike = Union[Callable[[np.ndarray], np.ndarray], Sequence[float], np.ndarray]
+
+
+# ---------------------------------------------------------------------------------------------
+# Basic curves and the conversion to (ε, δ)
+
+
+def gdp_rdp(mu: float, orders: Sequence[float]) -> np.ndarray:
+    """RDP curve of a μ-GDP mechanism: ε(λ) = λμ²/2."""
+    if not (mu >= 0 and math.isfinite(mu)):
+        raise ValueError(f"mu must be finite and >= 0, got {mu}")
+    return np.asarray(orders, dtype=float) * (mu * mu / 2.0)
+
+
+def _check_orders(orders: Sequence[float]) -> np.ndarray:
+    orders = np.asarray(orders, dtype=float)
+    if orders.ndim != 1 or orders.size == 0:
+        raise ValueError("orders must be a non-empty 1-d sequence")
+    if np.any(~np.isfinite(orders)) or np.any(orders < 1.0):
+        raise ValueError("orders must be finite and >= 1")
+    return orders
+
+
+def _conversion_terms(orders: np.ndarray, delta: float, conversion: str) -> np.ndarray:
+    lam = orders
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if conversion == "tight":
+            return np.log1p(-1.0 / lam) - (math.log(delta) + np.log(lam)) / (lam - 1.0)
+        if conversion == "classic":
+            return -math.log(delta) / (lam - 1.0)
+    raise ValueError(f"conversion must be 'tight' or 'classic', got {conversion!r}")
+
+
+def rdp_to_dp(
+    orders: Sequence[float],
+    rdp: Sequence[float],
+    delta: float,
+    *,
+    conversion: str = "tight",
+    return_order: bool = False,
+) -> float | tuple[float, float]:
+    """(ε, δ)-DP implied by an RDP curve, minimised over the given orders.
+
+    conversion="tight": ε = min_λ rdp(λ) + log((λ−1)/λ) − (log δ + log λ)/(λ−1)
+    (Balle et al. 2020 Thm. 21 / Canonne–Kamath–Steinke 2020 Prop. 12); "classic":
+    ε = min_λ rdp(λ) + log(1/δ)/(λ−1) (Mironov 2017 Prop. 3). In both, when some order's value r
+    satisfies 1 − e^(−r) < δ², the KL bound δ ≤ √(1 − e^(−KL)) already gives ε = 0.
+    Returns ε (≥ 0), or (ε, optimal order) with return_order=True.
+    """
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+    orders = _check_orders(orders)
+    rdp = np.asarray(rdp, dtype=float)
+    if rdp.shape != orders.shape:
+        raise ValueError(f"orders and rdp differ in length ({orders.size} vs {rdp.size})")
+    if np.any(rdp < 0):
+        raise ValueError("RDP values must be >= 0")
+    finite = np.isfinite(rdp)
+    kl_zero = np.flatnonzero(finite & (-np.expm1(-np.where(finite, rdp, 0.0)) < delta * delta))
+    if kl_zero.size:
+        return (0.0, float(orders[kl_zero[0]])) if return_order else 0.0
+    usable = finite & (orders > 1.0)
+    if not np.any(usable):
+        return (math.inf, math.nan) if return_order else math.inf
+    eps = np.where(usable, rdp + _conversion_terms(orders, delta, conversion), np.inf)
+    i = int(np.nanargmin(eps))
+    value = max(0.0, float(eps[i]))
+    return (value, float(orders[i])) if return_order else value
+
+
+def rdp_to_delta(orders: Sequence[float], rdp: Sequence[float], eps: float, *, conversion: str = "tight") -> float:
+    """δ such that an RDP curve implies (ε, δ)-DP (the inverse reading of `rdp_to_dp`).
+
+    tight: log δ = min_λ (λ−1)(rdp(λ) − ε + log(1 − 1/λ)) − log λ; classic: (λ−1)(rdp(λ) − ε);
+    also min with the KL bound √(1 − e^(−rdp)).
+    """
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
+    orders = _check_orders(orders)
+    rdp = np.asarray(rdp, dtype=float)
+    return float(np.exp(_log_delta_from_rdp(orders, rdp, np.array([eps]), conversion)[0]))
+
+
+def _log_delta_from_rdp(orders: np.ndarray, rdp: np.ndarray, eps: np.ndarray, conversion: str) -> np.ndarray:
+    """log δ(ε) for each ε in `eps` (vectorized over ε and orders), clipped at log 1 = 0."""
+    lam = orders[None, :]
+    r = rdp[None, :]
+    e = eps[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if conversion == "tight":
+            log_d = (lam - 1.0) * (r - e + np.log1p(-1.0 / lam)) - np.log(lam)
+        elif conversion == "classic":
+            log_d = (lam - 1.0) * (r - e)
+        else:
+            raise ValueError(f"conversion must be 'tight' or 'classic', got {conversion!r}")
+        log_d = np.where((lam > 1.0) & np.isfinite(r), log_d, np.inf)
+        kl = np.where(np.isfinite(r) & (r > 0), 0.5 * np.log(-np.expm1(-np.where(r > 0, r, 1.0))), -np.inf)
+        kl = np.where(np.isfinite(r), kl, np.inf)
+        best = np.minimum(np.min(log_d, axis=1), np.min(np.broadcast_to(kl, log_d.shape), axis=1))
+    return np.minimum(best, 0.0)
+
+
+def rdp_at(orders: Sequence[float], values: Sequence[float], query: Sequence[float]) -> np.ndarray:
+    """Upper bound of an RDP curve known on `orders` at the orders `query`.
+
+    Uses monotonicity in the order: the value at the smallest grid order ≥ λ bounds ε(λ); +inf beyond
+    the largest grid order.
+    """
+    orders = np.asarray(orders, dtype=float)
+    values = np.asarray(values, dtype=float)
+    idx = np.argsort(orders, kind="stable")
+    o, v = orders[idx], values[idx]
+    # the tightest valid value at each grid point is the min over itself and every larger order
+    v = np.minimum.accumulate(v[::-1])[::-1]
+    query = np.asarray(query, dtype=float)
+    pos = np.searchsorted(o, query, side="left")
+    out = np.full(query.shape, np.inf)
+    inside = pos < o.size
+    out[inside] = v[pos[inside]]
+    return out
+
+
+def _monotone_envelope(orders: np.ndarray, values: np.ndarray) -> np.ndarray:
+    return rdp_at(orders, values, orders)
+
+
+def _evaluate(base_rdp: RdpLike, orders: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Values of a base RDP curve (callable, or values given on `orders`) at `query`."""
+    if callable(base_rdp):
+        out = np.asarray(base_rdp(query), dtype=float)
+        if out.shape != query.shape:
+            out = np.array([float(base_rdp(float(x))) for x in query])
+        return out
+    values = np.asarray(base_rdp, dtype=float)
+    if values.shape != orders.shape:
+        raise ValueError(f"base RDP values ({values.size}) must match the orders ({orders.size})")
+    return rdp_at(orders, values, query)
+
+
+# ---------------------------------------------------------------------------------------------
+# Papernot & Steinke (ICLR 2022): random number of trials, release only the best
+
+
+def resolve_distribution(distribution: str, eta: float | None = None) -> tuple[str, float]:
+    """(kind, η) for a distribution name: logarithmic (η=0), geometric (η=1), tnb (η > −1), poisson (η=∞)."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}")
+    fixed = DISTRIBUTIONS[distribution]
+    if distribution == "tnb":
+        if eta is None:
+            raise ValueError("eta is required for the truncated negative binomial ('tnb')")
+        if math.isinf(eta) and eta > 0:
+            return "poisson", math.inf
+        if not (eta > -1.0 and math.isfinite(eta)):
+            raise ValueError(f"eta must be a finite number > -1 for 'tnb', got {eta}")
+        return "tnb", float(eta)
+    if eta is not None and float(eta) != fixed:
+        raise ValueError(f"distribution {distribution!r} fixes eta={fixed}, got eta={eta}")
+    return ("poisson" if distribution == "poisson" else "tnb"), fixed
+
+
+def _expm1_over_x(x: float) -> float:
+    return 1.0 if x == 0.0 else (math.expm1(x) / x if abs(x) > 1e-8 else 1.0 + x / 2.0 + x * x / 6.0)
+
+
+def tnb_mean(gamma: float, eta: float) -> float:
+    """E[K] of the truncated negative binomial of P&S Definition 1: η(1−γ)/(γ(1−γ^η)); η=0: (1−γ)/(γ log(1/γ))."""
+    if not 0.0 < gamma <= 1.0:
+        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
+    if not eta > -1.0:
+        raise ValueError(f"eta must be > -1, got {eta}")
+    u = -math.log(gamma)  # log(1/γ) ≥ 0
+    # (1−γ)/log(1/γ) = expm1(−u)/(−u); (1−γ^η)/(η log(1/γ)) = expm1(−ηu)/(−ηu)
+    return _expm1_over_x(-u) / (gamma * _expm1_over_x(-eta * u))
+
+
+def _tnb_log_inv_gamma(mean_trials: float, eta: float) -> float:
+    """log(1/γ) of the truncated negative binomial with E[K] = mean_trials (root of an increasing map)."""
+    if mean_trials == 1.0:
+        return 0.0
+    if eta == 1.0:
+        return math.log(mean_trials)
+
+    def excess(u: float) -> float:
+        return tnb_mean(math.exp(-u), eta) - mean_trials
+
+    hi = 1.0
+    while excess(hi) < 0:
+        hi *= 2.0
+        if hi > 700:
+            raise ValueError(f"mean_trials={mean_trials} too large for eta={eta}")
+    return float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500))
+
+
+def tnb_gamma(mean_trials: float, eta: float) -> float:
+    """γ of the truncated negative binomial with shape η and E[K] = mean_trials (P&S Definition 1)."""
+    _check_mean(mean_trials)
+    if not eta > -1.0:
+        raise ValueError(f"eta must be > -1, got {eta}")
+    return math.exp(-_tnb_log_inv_gamma(mean_trials, eta))
+
+
+def _check_mean(mean_trials: float) -> None:
+    if not (mean_trials >= 1.0 and math.isfinite(mean_trials)):
+        raise ValueError(f"mean_trials (E[K]) must be a finite number >= 1, got {mean_trials}")
+
+
+def ps_rdp(
+    orders: Sequence[float],
+    base_rdp: RdpLike,
+    distribution: str,
+    mean_trials: float,
+    eta: float | None = None,
+    *,
+    hat_orders: Sequence[float] | None = None,
+    base_delta: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """RDP curve, on `orders`, of Papernot–Steinke tuning around a base mechanism.
+
+    base_rdp: the base run's RDP, a callable λ ↦ ε(λ) (vectorized) or its values on `orders`.
+    TNB (logarithmic, geometric, tnb with η > −1; P&S Thm. 2): ε'(λ) = ε(λ) + log E[K]/(λ−1)
+    + (1+η) min_λ̂ [(1 − 1/λ̂) ε(λ̂) + log(1/γ)/λ̂], the minimum over `hat_orders` (default: `orders`)
+    and λ̂ = 1; γ solves E[K] = mean_trials. Poisson (P&S Thm. 6): ε'(λ) = ε(λ) + E[K] δ̂(λ)
+    + log E[K]/(λ−1), with δ̂(λ) = base_delta(ε̂) at ε̂ = log(λ/(λ−1)) — default: δ̂ read off the base
+    RDP curve (`rdp_to_delta`), looser than the exact δ a GDP base allows (see `ps_gdp_rdp`).
+    The result is made non-increasing towards small orders (monotonicity of RDP in λ).
+    """
+    orders = _check_orders(orders)
+    kind, eta = resolve_distribution(distribution, eta)
+    _check_mean(mean_trials)
+    eps = _evaluate(base_rdp, orders, orders)
+    lam = orders
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_mean_term = np.where(lam > 1.0, math.log(mean_trials) / (lam - 1.0), np.inf)
+    if kind == "poisson":
+        eps_hat = np.where(lam > 1.0, -np.log1p(-1.0 / np.where(lam > 1.0, lam, 2.0)), np.inf)
+        if base_delta is not None:
+            delta_hat = np.asarray(base_delta(eps_hat), dtype=float)
+        else:
+            grid = orders if hat_orders is None else _check_orders(hat_orders)
+            hat_vals = _evaluate(base_rdp, orders, grid)
+            delta_hat = np.exp(
+                _log_delta_from_rdp(grid, hat_vals, np.where(np.isfinite(eps_hat), eps_hat, 0.0), "tight")
+            )
+        out = eps + mean_trials * delta_hat + log_mean_term
+    else:
+        log_inv_gamma = _tnb_log_inv_gamma(mean_trials, eta)
+        grid = orders if hat_orders is None else _check_orders(hat_orders)
+        hat_vals = _evaluate(base_rdp, orders, grid)
+        with np.errstate(invalid="ignore"):
+            cand = (1.0 - 1.0 / grid) * hat_vals + log_inv_gamma / grid
+        cand = np.where(grid == 1.0, log_inv_gamma, cand)
+        cand = cand[np.isfinite(cand)]
+        c = (1.0 + eta) * min(float(np.min(cand)) if cand.size else math.inf, log_inv_gamma)
+        out = eps + c + log_mean_term
+    out = np.where(lam > 1.0, out, np.inf)
+    return _monotone_envelope(orders, out)
+
+
+def ps_gdp_rdp(
+    mu_trial: float,
+    distribution: str,
+    mean_trials: float,
+    eta: float | None = None,
+    orders: Sequence[float] | None = None,
+    *,
+    poisson_delta: str = "gdp",
+) -> np.ndarray:
+    """`ps_rdp` for a μ-GDP base run (each trial μ_trial-GDP), with the exact GDP ingredients.
+
+    TNB: the inner minimum over λ̂ ≥ 1 of (λ̂−1)μ²/2 + log(1/γ)/λ̂ is taken in closed form
+    (λ̂* = √(2 log(1/γ))/μ, clamped to ≥ 1). Poisson: with poisson_delta="gdp" (default) δ̂ is the
+    exact δ(ε̂) of μ-GDP (Dong et al. Cor. 2.13) — a valid (ε̂, δ̂)-DP guarantee of the base run, and
+    tighter (10–30 % lower total ε for E[K] = 5–50) than δ̂ read off the RDP curve λμ²/2, which is what
+    poisson_delta="rdp" and dp_accounting's RepeatAndSelectDpEvent do.
+    """
+    orders = DEFAULT_ORDERS if orders is None else _check_orders(orders)
+    kind, eta = resolve_distribution(distribution, eta)
+    _check_mean(mean_trials)
+    if not (mu_trial >= 0 and math.isfinite(mu_trial)):
+        raise ValueError(f"mu_trial must be finite and >= 0, got {mu_trial}")
+    lam = orders
+    base = gdp_rdp(mu_trial, lam)
+    with np.errstate(divide="ignore"):
+        log_mean_term = np.where(lam > 1.0, math.log(mean_trials) / np.where(lam > 1.0, lam - 1.0, 1.0), np.inf)
+    if kind == "poisson":
+        if poisson_delta not in ("gdp", "rdp"):
+            raise ValueError(f"poisson_delta must be 'gdp' or 'rdp', got {poisson_delta!r}")
+        if poisson_delta == "rdp":
+            return ps_rdp(orders, base, "poisson", mean_trials)
+        if mu_trial == 0.0:
+            delta_hat = np.zeros_like(lam)
+        else:
+            eps_hat = -np.log1p(-1.0 / np.where(lam > 1.0, lam, 2.0))
+            delta_hat = np.exp(log_delta_array(mu_trial, eps_hat))
+        out = base + mean_trials * delta_hat + log_mean_term
+    else:
+        log_inv_gamma = _tnb_log_inv_gamma(mean_trials, eta)
+        m2 = mu_trial * mu_trial / 2.0
+        if log_inv_gamma == 0.0 or mu_trial == 0.0:
+            inner = 0.0
+        else:
+            lam_hat = max(1.0, math.sqrt(2.0 * log_inv_gamma) / mu_trial)
+            inner = (lam_hat - 1.0) * m2 + log_inv_gamma / lam_hat
+        out = base + (1.0 + eta) * inner + log_mean_term
+    out = np.where(lam > 1.0, out, np.inf)
+    return _monotone_envelope(orders, out)
+
+
+def ps_ledger_entry(
+    mu_trial: float,
+    distribution: str,
+    mean_trials: float,
+    eta: float | None = None,
+    *,
+    what: str = "Papernot-Steinke tuning (best of K trials)",
+    orders: Sequence[float] | None = None,
+    poisson_delta: str = "gdp",
+    **details,
+):
+    """A ledger entry (mechanism "rdp") for P&S tuning with μ_trial-GDP trials."""
+    from dphpo.privacy.ledger import LedgerEntry
+
+    kind, eta_v = resolve_distribution(distribution, eta)
+    orders = DEFAULT_ORDERS if orders is None else _check_orders(orders)
+    values = ps_gdp_rdp(mu_trial, distribution, mean_trials, eta, orders, poisson_delta=poisson_delta)
+    info = {
+        "method": "papernot_steinke",
+        "theorem": (
+            "Papernot & Steinke 2022, Thm. 6 (Poisson)"
+            if kind == "poisson"
+            else "Papernot & Steinke 2022, Thm. 2 (TNB)"
+        ),
+        "distribution": distribution,
+        "eta": eta_v,
+        "mean_trials": float(mean_trials),
+        "mu_trial": float(mu_trial),
+    }
+    if kind == "poisson":
+        info["poisson_delta_hat"] = "exact GDP delta(eps_hat)" if poisson_delta == "gdp" else "from the RDP curve"
+    else:
+        info["gamma"] = tnb_gamma(mean_trials, eta_v)
+    return LedgerEntry.rdp(what, orders, values, details=info | details)
+
+
+def ps_tuned_eps(
+    mu_trial: float,
+    distribution: str,
+    mean_trials: float,
+    eta: float | None = None,
+    delta: float | None = None,
+    *,
+    orders: Sequence[float] | None = None,
+    poisson_delta: str = "gdp",
+) -> float:
+    """ε (at δ) of P&S tuning whose trials are each μ_trial-GDP, computed by `Ledger.total`."""
+    from dphpo.privacy.ledger import Ledger
+
+    if delta is None:
+        raise ValueError("delta is required")
+    entry = ps_ledger_entry(mu_trial, distribution, mean_trials, eta, orders=orders, poisson_delta=poisson_delta)
+    return float(Ledger([entry]).total(delta)["eps"])
+
+
+def calibrate_ps_mu(
+    target_eps: float,
+    delta: float,
+    distribution: str,
+    mean_trials: float,
+    eta: float | None = None,
+    *,
+    orders: Sequence[float] | None = None,
+    poisson_delta: str = "gdp",
+    rtol: float = 1e-10,
+) -> float:
+    """Largest per-trial μ such that P&S tuning is (target_eps, δ)-DP (bisection in log μ).
+
+    The returned μ always satisfies ps_tuned_eps(μ) ≤ target_eps; it is within `rtol` (relative) of
+    the exact solution. Raises InfeasibleBudgetError when even μ → 0 exceeds the target (the
+    log E[K] term alone costs more than target_eps).
+    """
+    if not (target_eps > 0 and math.isfinite(target_eps)):
+        raise ValueError(f"target_eps must be a positive finite number, got {target_eps}")
+    resolve_distribution(distribution, eta)
+    _check_mean(mean_trials)
+
+    def eps_of(mu: float) -> float:
+        return ps_tuned_eps(mu, distribution, mean_trials, eta, delta, orders=orders, poisson_delta=poisson_delta)
+
+    lo = 1e-9
+    if eps_of(lo) > target_eps:
+        raise InfeasibleBudgetError(
+            f"infeasible Papernot-Steinke plan: with {distribution} K (E[K]={mean_trials:g}"
+            + (f", eta={eta:g}" if eta is not None else "")
+            + f") the tuning alone costs eps={eps_of(lo):.4g} > target eps={target_eps:g} at delta={delta:g}, "
+            "even with trials of mu -> 0 (pure noise); lower E[K] or raise the target."
+        )
+    hi = 1.0
+    while eps_of(hi) <= target_eps:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e4:
+            raise ValueError(f"no mu_trial below 1e4 reaches target eps={target_eps}")
+    while hi / lo - 1.0 > rtol:
+        mid = math.sqrt(lo * hi)
+        if eps_of(mid) <= target_eps:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# ---------------------------------------------------------------------------------------------
+# Poisson subsampling
+
+
+def _integer_orders(orders: np.ndarray) -> np.ndarray:
+    """The integer order ≥ max(λ, 2) whose value bounds each λ (monotonicity in the order)."""
+    return np.maximum(np.ceil(orders - 1e-12), 2.0).astype(np.int64)
+
+
+def _log_binom(n: int, k: np.ndarray) -> np.ndarray:
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+
+
+def subsampled_gaussian_rdp(q: float, sigma: float, steps: int, orders: Sequence[float] | None = None) -> np.ndarray:
+    """RDP of `steps` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ, sensitivity 1).
+
+    Mironov, Talwar & Zhang (2019), integer orders: ε(α) = log A_α / (α−1) per step with
+    A_α = Σ_{k=0..α} C(α,k) (1−q)^(α−k) q^k exp((k²−k)/(2σ²)) — exact for add/remove adjacency, and the
+    same as Zhu & Wang's (2019) tight bound for the Gaussian. Non-integer λ use the value at ⌈λ⌉
+    (≥ 2), a valid upper bound. Default orders: `SUBSAMPLED_ORDERS`. Cost O(Σ λ) per call.
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q (sampling rate) must lie in [0, 1], got {q}")
+    if not (sigma > 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a positive finite number, got {sigma}")
+    if steps < 0 or int(steps) != steps:
+        raise ValueError(f"steps must be an integer >= 0, got {steps}")
+    orders = SUBSAMPLED_ORDERS if orders is None else _check_orders(orders)
+    if q == 0.0 or steps == 0:
+        return np.zeros_like(orders)
+    if q == 1.0:
+        return steps * orders / (2.0 * sigma * sigma)
+    ints = _integer_orders(orders)
+    cache: dict[int, float] = {}
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    for a in np.unique(ints):
+        a = int(a)
+        k = np.arange(a + 1, dtype=float)
+        terms = _log_binom(a, k) + k * log_q + (a - k) * log_1mq + (k * k - k) / (2.0 * sigma * sigma)
+        cache[a] = float(logsumexp(terms)) / (a - 1.0)
+    return steps * np.array([cache[int(a)] for a in ints])
+
+
+def poisson_subsampled_rdp(
+    q: float, base_rdp: RdpLike, orders: Sequence[float] | None = None, base_orders: Sequence[float] | None = None
+) -> np.ndarray:
+    """Zhu & Wang (2019) general upper bound: RDP of any mechanism run on a Poisson subsample of rate q.
+
+    For integer α ≥ 2: ε'(α) ≤ 1/(α−1) log[(1−q)^(α−1)(αq − q + 1) + C(α,2) q² (1−q)^(α−2) e^{ε(2)}
+    + 3 Σ_{ℓ=3..α} C(α,ℓ) (1−q)^(α−ℓ) q^ℓ e^{(ℓ−1)ε(ℓ)}], and never more than ε(α) itself.
+    base_rdp: callable on integer orders, or values on `base_orders` (bounded at integers by the next
+    grid order up). Non-integer λ use ⌈λ⌉. For a Gaussian, prefer `subsampled_gaussian_rdp` (exact).
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q (sampling rate) must lie in [0, 1], got {q}")
+    orders = SUBSAMPLED_ORDERS if orders is None else _check_orders(orders)
+    ints = _integer_orders(orders)
+    top = int(ints.max())
+    int_grid = np.arange(2, top + 1, dtype=float)
+    if callable(base_rdp):
+        base = _evaluate(base_rdp, int_grid, int_grid)
+    else:
+        if base_orders is None:
+            raise ValueError("base_orders are required when base_rdp is given as values")
+        base = rdp_at(base_orders, base_rdp, int_grid)
+    base_at = dict(zip(range(2, top + 1), base))
+    if q == 0.0:
+        return np.zeros_like(orders)
+    if q == 1.0:
+        return np.array([base_at[int(a)] for a in ints])
+    log_q, log_1mq = math.log(q), math.log1p(-q)
+    cache: dict[int, float] = {}
+    for a in np.unique(ints):
+        a = int(a)
+        ell = np.arange(2, a + 1, dtype=float)
+        e_ell = base[: a - 1]
+        with np.errstate(invalid="ignore"):
+            terms = _log_binom(a, ell) + ell * log_q + (a - ell) * log_1mq + (ell - 1.0) * e_ell
+        terms[1:] += math.log(3.0)
+        head = (a - 1.0) * log_1mq + math.log1p((a - 1.0) * q)
+        bound = float(logsumexp(np.concatenate([[head], terms]))) / (a - 1.0)
+        cache[a] = min(bound, float(base_at[a]))
+    return np.array([cache[int(a)] for a in ints])
