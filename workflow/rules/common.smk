@@ -62,9 +62,8 @@ def previous_stage(wildcards):
 
 
 def stage_json(wildcards, stage):
-    return "results/runs/{dataset}/{extractor}/linear_scaling/{variant}/seed{seed}/stage{stage}.json".format(
-        stage=stage, **wildcards
-    )
+    w = wildcards
+    return f"results/runs/{w.dataset}/{w.extractor}/linear_scaling/{w.variant}/seed{w.seed}/stage{stage}.json"
 
 
 def all_stages(wildcards):
