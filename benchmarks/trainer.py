@@ -1,0 +1,186 @@
+"""Throughput of the batched full-batch DP-GD trainer vs opacus per-sample gradients, and vs the GEMM roof.
+
+Measured side by side in one run on the same synthetic features (N×d fp32, K classes):
+  * the batched trainer (`dphpo.train.dpgd.train_linear_dpgd`) at H = 1, 16, 64 trials: trial-steps/s;
+  * one full-batch DP-GD step of a single trial with opacus `GradSampleModule` (per-sample gradients
+    of nn.Linear(d, K, bias=False) under CE loss, clip, sum, Gaussian noise), the batch processed in
+    chunks so the N×K×d per-sample tensor fits in memory: trial-steps/s = 1 / step time;
+  * fp32 GEMM throughput of the two products the trainer does per step at H = 64, and the fraction of
+    it the trainer reaches.
+
+Usage:  python benchmarks/trainer.py [--quick] [--n 60000] [--d 1280] [--k 10] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, TrialBatch, train_linear_dpgd
+
+
+def timings(fn, repeats: int) -> tuple[float, float]:
+    """(median, best) wall time of `repeats` calls; best = least disturbed by other load on the machine."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def batched_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
+    """(median, best) seconds per call of the trainer on H trials of `steps` steps each (σ > 0, ρ = 0.9)."""
+    trials = TrialBatch([0.1] * h, [steps] * h, [1.0] * h, list(range(h)))
+    warm = TrialBatch([0.1] * h, [1] * h, [1.0] * h, list(range(h)))
+    train_linear_dpgd(x, y, k, warm)  # warm-up: allocator, BLAS threads
+    return timings(lambda: train_linear_dpgd(x, y, k, trials), repeats)
+
+
+def opacus_step_times(x, y, k, chunk, repeats, clip=1.0, sigma=1.0) -> tuple[float, float]:
+    """(median, best) seconds for one full-batch DP-GD step of one trial with opacus per-sample gradients."""
+    from opacus import GradSampleModule
+
+    n, d = x.shape
+    model = torch.nn.Linear(d, k, bias=False)
+    torch.nn.init.zeros_(model.weight)
+    gsm = GradSampleModule(model, loss_reduction="sum")
+    gen = torch.Generator().manual_seed(0)
+    momentum_buf = torch.zeros(k, d)
+
+    def step():
+        clipped_sum = torch.zeros(k, d)
+        for s in range(0, n, chunk):
+            model.weight.grad_sample = None
+            model.weight.grad = None
+            F.cross_entropy(gsm(x[s : s + chunk]), y[s : s + chunk], reduction="sum").backward()
+            per_sample = model.weight.grad_sample  # (chunk, K, d)
+            factor = torch.clamp(clip / per_sample.flatten(1).norm(dim=1).clamp_min(1e-12), max=1.0)
+            clipped_sum += torch.einsum("i,ikd->kd", factor, per_sample)
+        grad = (clipped_sum + sigma * clip * torch.randn(k, d, generator=gen)) / n
+        momentum_buf.mul_(0.9).add_(grad)
+        with torch.no_grad():
+            model.weight.sub_(0.1 * momentum_buf)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # full backward hook on inputs without grad
+        step()  # warm-up
+        return timings(step, repeats)
+
+
+def gemm_rates(x, cols, repeats) -> dict[str, tuple[float, float]]:
+    """(median, best) FLOP/s of the trainer's two GEMM shapes at HK = `cols`: (N×d)·(d×HK), (HK×N)·(N×d)."""
+    n, d = x.shape
+    w = torch.randn(cols, d)
+    r = torch.randn(n, cols)
+    flops = 2.0 * n * d * cols
+    out = {}
+    for name, fn in (("logits  X·Wᵀ   (N×d)·(d×HK)", lambda: x @ w.T), ("grad    Rᵀ·X   (HK×N)·(N×d)", lambda: r.T @ x)):
+        fn()
+        med, best = timings(fn, repeats)
+        out[name] = (flops / med, flops / best)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=60000, help="samples (default 60000)")
+    ap.add_argument("--d", type=int, default=1280, help="feature dimension (default 1280)")
+    ap.add_argument("--k", type=int, default=10, help="classes (default 10)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    ap.add_argument("--steps", type=int, default=6, help="DP-GD steps per timed trainer call (default 6)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported (default 3)")
+    ap.add_argument("--trials", default="1,16,64", help="trial batch sizes H (default 1,16,64)")
+    ap.add_argument("--gemm-repeats", type=int, default=20, help="timed GEMM calls per shape; the best is the roof (default 20)")
+    ap.add_argument("--opacus-chunk", type=int, default=10000, help="samples per opacus forward/backward (default 10000)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: N = 6000")
+    args = ap.parse_args()
+    if args.quick:
+        args.n = 6000
+    hs = [int(h) for h in args.trials.split(",")]
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    n, d, k = args.n, args.d, args.k
+    # Synthetic "features": varied norms so some samples are clipped and some not; learnable labels.
+    x = torch.randn(n, d) * torch.empty(n, 1).uniform_(0.02, 0.2)
+    y = (x @ torch.randn(k, d).T).argmax(1)
+
+    load0 = os.getloadavg()[0]
+    print(f"DP-GD trainer benchmark  N={n} d={d} K={k}  fp32  torch {torch.__version__}  threads={torch.get_num_threads()}")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average at start {load0:.2f}")
+    print(f"timings: median (and best) of {args.repeats} calls after a warm-up call; trainer: {args.steps} steps per call")
+    per_group = max(1, MAX_LOGIT_ELEMENTS // (n * k))
+    if max(hs) > per_group:
+        print(f"note: H > {per_group} is split into groups by MAX_LOGIT_ELEMENTS")
+    print()
+
+    rows = []  # (engine, median s/step, best s/step, trials per step)
+    for h in hs:
+        med, best = batched_times(x, y, k, h, args.steps, args.repeats)
+        rows.append((f"batched trainer, H={h}", med / args.steps, best / args.steps, h))
+    chunk = min(args.opacus_chunk, n)
+    med, best = opacus_step_times(x, y, k, chunk, args.repeats)
+    rows.append((f"opacus GradSampleModule, 1 trial (chunks of {chunk})", med, best, 1))
+    rate = {r[0]: (r[3] / r[1], r[3] / r[2]) for r in rows}  # trial-steps/s (median, best)
+    op = rate[rows[-1][0]]
+
+    w0 = max(len(r[0]) for r in rows)
+    print(f"{'engine':<{w0}}  {'ms/step (median)':>16}  {'trial-steps/s':>13}  {'(best)':>9}")
+    print(f"{'-' * w0}  {'-' * 16}  {'-' * 13}  {'-' * 9}")
+    for name, med, best, h in rows:
+        print(f"{name:<{w0}}  {med * 1e3:16.1f}  {rate[name][0]:13.2f}  {rate[name][1]:9.2f}")
+    print()
+    print("ratios of trial-steps/s (median; best in brackets):")
+    for h in hs:
+        r = rate[f"batched trainer, H={h}"]
+        print(f"  batched(H={h}) / opacus: {r[0] / op[0]:8.1f}x  [{r[1] / op[1]:.1f}x]")
+    if 1 in hs:
+        r1 = rate["batched trainer, H=1"]
+        for h in hs:
+            if h != 1:
+                r = rate[f"batched trainer, H={h}"]
+                print(f"  batched(H={h}) / batched(H=1): {r[0] / r1[0]:5.2f}x  [{r[1] / r1[1]:.2f}x]")
+    print()
+
+    h_roof = max(hs)
+    gemm = gemm_rates(x, h_roof * k, args.gemm_repeats)
+    print(f"fp32 GEMM throughput, shapes of one trainer step at H={h_roof} (HK = {h_roof * k}; FLOP = 2·N·d·HK each;"
+          f" {args.gemm_repeats} calls each):")
+    for name, (med, best) in gemm.items():
+        print(f"  {name}: best {best / 1e9:7.1f} GFLOP/s  (median {med / 1e9:.1f})")
+    # Roof = the mean of the two shapes' best rates: the machine's GEMM speed when nothing else competes.
+    roof = statistics.mean(g[1] for g in gemm.values())
+    flops_per_trial_step = 4.0 * n * d * k
+    r = rate[f"batched trainer, H={h_roof}"]
+    print(f"trainer FLOP per trial-step = 2 GEMMs x 2·N·d·K = 4·N·d·K = {flops_per_trial_step / 1e9:.3f} GFLOP"
+          " (softmax, norms, clipping, noise: O(N·K + K·d) per trial, not counted)")
+    print(f"GEMM roof (mean of the best rates): {roof / 1e9:.1f} GFLOP/s")
+    for label, rt in (("median", r[0]), ("best", r[1])):
+        achieved = rt * flops_per_trial_step
+        print(f"trainer at H={h_roof} ({label}): {rt:.2f} trial-steps/s x {flops_per_trial_step / 1e9:.3f} GFLOP"
+              f" = {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the GEMM roof")
+    print(f"load average at end {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: above ~{args.threads}, other work"
+          " competed for the cores and the numbers are pessimistic and noisy)")
+
+
+if __name__ == "__main__":
+    main()
