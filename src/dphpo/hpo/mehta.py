@@ -1,0 +1,140 @@
+"""Mehta et al. (seed 004; methods.md §4): one full-batch DP-Adam (or DP-LAMB) step on the last layer.
+
+From zero init, a single step with the whole budget (μ = 1/σ, T = 1):
+  g̃ = (Σ_i clip_C(∇ℓ(x_i, 0)) + σC ξ) / N,   Adam: m̂ = g̃, v̂ = g̃² ⇒ W = −η·g̃/(|g̃| + ε_adam),
+LAMB: the same direction r = g̃/(|g̃| + ε_adam) (+ weight decay·W = 0) scaled by the trust ratio,
+which is 1 when ‖W‖ = 0 (the LAMB convention), so W = −η·r as well.
+W is η times a fixed matrix, and argmax(W x) does not change when W is scaled by η > 0: the test
+accuracy does not depend on η. There is nothing to tune but C (fixed by the config here — tuning it
+would cost privacy), so the ledger is the one step.
+
+Losses: softmax cross-entropy (default) or the original code's per-class sigmoid loss with a fixed
+(untrained) bias of −10 on every logit (*code*): at zero weights the per-sample gradient is
+(σ(−10) − y)xᵀ. The constant bias does not change the argmax.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dphpo.errors import ConfigError
+from dphpo.hpo.common import MethodResult, PreparedFeatures, trial_seed
+from dphpo.hpo.random_search import baselines_section, context, full_budget_mu
+from dphpo.privacy.gdp import eps_from_mu
+from dphpo.privacy.ledger import Ledger
+from dphpo.train.dpgd import accuracy_counts
+
+METHOD = "mehta"
+OPTIMIZERS = ("adam", "lamb")
+LOSSES = ("ce", "sigmoid")
+
+
+@dataclass(frozen=True)
+class MehtaConfig:
+    optimizer: str = "adam"
+    loss: str = "ce"
+    eta: float = 1.0
+    sigmoid_bias: float = -10.0
+    clip_norm: float | None = None  # None: training.clip_norm
+    adam_eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        where = f"baselines.{METHOD}"
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"{where}.optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.loss not in LOSSES:
+            raise ConfigError(f"{where}.loss: expected one of {LOSSES}, got {self.loss!r}")
+        if not self.eta > 0:
+            raise ConfigError(f"{where}.eta: must be > 0, got {self.eta}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ConfigError(f"{where}.clip_norm: must be > 0, got {self.clip_norm}")
+
+    @classmethod
+    def from_config(cls, config: dict) -> "MehtaConfig":
+        s = baselines_section(config, METHOD)
+        return cls(
+            optimizer=s.get("optimizer", "adam"),
+            loss=s.get("loss", "ce"),
+            eta=float(s.get("eta", 1.0)),
+            sigmoid_bias=float(s.get("sigmoid_bias", -10.0)),
+            clip_norm=None if s.get("clip_norm") is None else float(s["clip_norm"]),
+            adam_eps=float(s.get("adam_eps", 1e-8)),
+        )
+
+
+@torch.no_grad()
+def clipped_gradient_sum(x: torch.Tensor, y: torch.Tensor, num_classes: int, clip_norm: float, loss: str, bias: float) -> torch.Tensor:
+    """Σ_i clip_C(∇ℓ(x_i, W = 0)), shape (K, d): per-sample gradients (p_i − y_i)x_iᵀ in closed form."""
+    onehot = torch.nn.functional.one_hot(y, num_classes).to(x.dtype)
+    if loss == "ce":
+        resid = torch.full_like(onehot, 1.0 / num_classes) - onehot
+    else:
+        resid = torch.full_like(onehot, 1.0 / (1.0 + math.exp(-bias))) - onehot
+    norms = (resid.norm(dim=1) * x.norm(dim=1)).clamp_min(1e-12)
+    scale = torch.clamp(clip_norm / norms, max=1.0)
+    return (resid * scale.unsqueeze(1)).T @ x
+
+
+def one_step(noisy_grad: torch.Tensor, optimizer: str, eta: float, adam_eps: float) -> torch.Tensor:
+    """Weights after one bias-corrected Adam/LAMB step from W = 0 (β's cancel at step 1)."""
+    direction = noisy_grad / (noisy_grad.abs() + adam_eps)
+    if optimizer == "lamb":
+        w_norm, r_norm = 0.0, float(direction.norm())  # ‖W‖ = 0 at zero init
+        trust = w_norm / r_norm if w_norm > 0 and r_norm > 0 else 1.0
+        direction = trust * direction
+    return -eta * direction
+
+
+def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    settings, _, _, targets = context(config)
+    mc = MehtaConfig.from_config(config)
+    clip = settings.clip_norm if mc.clip_norm is None else mc.clip_norm
+    delta = settings.delta
+    grad_sum = clipped_gradient_sum(features.x_train, features.y_train, features.num_classes, clip, mc.loss, mc.sigmoid_bias)
+    grad_sum = grad_sum.to("cpu", torch.float64)
+    results = []
+    for target in targets:
+        mu = full_budget_mu(target, delta)
+        sigma = settings.sigma_for(mu, 1)
+        noise_seed = trial_seed(METHOD, seed, f"{target:.10g}")
+        gen = torch.Generator().manual_seed(noise_seed)
+        noise = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
+        weights = one_step((grad_sum + noise) / features.n_train, mc.optimizer, mc.eta, mc.adam_eps).to(features.x_train.dtype)
+        w = weights.unsqueeze(0)
+        ledger = Ledger()
+        ledger.add(f"one full-batch DP-{mc.optimizer.upper()} step", mu=mu, sigma=sigma, clip_norm=clip, steps=1)
+        results.append(
+            MethodResult(
+                method=METHOD,
+                target_eps=float(target),
+                delta=delta,
+                weights=weights.numpy().astype(np.float32),
+                test_accuracy=float(accuracy_counts(w, features.x_test, features.y_test)[0] / features.n_test),
+                train_accuracy=float(accuracy_counts(w, features.x_train, features.y_train)[0] / features.n_train),
+                released={
+                    "optimizer": mc.optimizer,
+                    "loss": mc.loss,
+                    "eta": mc.eta,
+                    "steps": 1,
+                    "sigma": sigma,
+                    "clip_norm": clip,
+                    "mu": mu,
+                    "standalone_eps": eps_from_mu(mu, delta),
+                    "noise_seed": noise_seed,
+                }
+                | ({"sigmoid_bias": mc.sigmoid_bias} if mc.loss == "sigmoid" else {}),
+                ledger=ledger,
+                selection={"rule": "none", "private": True, "label": "nothing tuned (C fixed by the config)"},
+                trials=[],
+                search={"tuned": "nothing: from zero init the step is eta * sign-like(g), accuracy does not depend on eta"},
+            )
+        )
+    return results
+
+
+def check(config: dict) -> None:
+    MehtaConfig.from_config(config)

@@ -1,0 +1,290 @@
+"""OSO-DPSGD as an HPO baseline (seed 002, Algorithm 1 with the ν_q correction; methods.md §4).
+
+OSO adapts the clipping threshold C_t and the learning rate ρ_t online from the released noisy
+quantities, so what is left to choose is the initial learning rate ρ_0 (seed 002 grid-searches it)
+and the number of steps; C_0 = 0.1, ρ_c = ρ_r = 2.5e-3 are the paper's defaults.
+
+- `oso_dpsgd` (linear head on cached features, full batch): candidates are `eta0_num` initial
+  learning rates log-spaced over the search space's η range × `steps` (⊆ the T grid); every
+  candidate is one trial at μ_run (T steps of one Gaussian mechanism of multiplier ν per step:
+  μ = √T/ν), all trials of all targets trained as one batch (`dphpo.train.oso`), the best released
+  by the honest selection rule; trials + selection compose to the target as in `random_search_k`.
+- `oso_dpsgd_cnn` (small CNN on raw images, Poisson minibatches, opacus per-sample gradients;
+  `dphpo.train.dpsgd`): one run per target at ρ_0 = `eta0` from the config (no search, nothing
+  selected), ν calibrated with prv-accountant so that the run's PRV upper bound is at most the
+  target; the ledger (`PrvLedger`) reports that bound. Opt-in: it runs only on the studies listed
+  under `baselines.oso_dpsgd_cnn.studies` (raw-pixel feature caches).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dphpo.errors import ConfigError
+from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, TrialOutcome, trial_seed
+from dphpo.hpo.random_search import baselines_section, context, plan_run_mu, run_composed
+from dphpo.hpo.space import SearchSpace
+from dphpo.train.dpgd import accuracy_counts
+from dphpo.train.oso import NU_Q_RULE_OF_THUMB, OsoRule, noise_split, train_linear_oso
+
+METHOD = "oso_dpsgd"
+METHOD_CNN = "oso_dpsgd_cnn"
+
+
+def _rule(section: dict, where: str) -> OsoRule:
+    try:
+        return OsoRule(
+            clip_init=float(section.get("clip_init", 0.1)),
+            rho_c=float(section.get("rho_c", 2.5e-3)),
+            rho_r=float(section.get("rho_r", 2.5e-3)),
+            nu_q_ratio=float(section.get("nu_q_ratio", NU_Q_RULE_OF_THUMB)),
+        )
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+@dataclass(frozen=True)
+class OsoConfig:
+    eta0_num: int = 3
+    steps: tuple[int, ...] = (20,)
+    rule: OsoRule = OsoRule()
+    momentum: float | None = None  # None: training.momentum
+
+    @classmethod
+    def from_config(cls, config: dict) -> "OsoConfig":
+        s = baselines_section(config, METHOD)
+        return cls(
+            eta0_num=int(s.get("eta0_num", 3)),
+            steps=tuple(int(t) for t in s.get("steps", (20,))),
+            rule=_rule(s, f"baselines.{METHOD}"),
+            momentum=None if s.get("momentum") is None else float(s["momentum"]),
+        )
+
+    def candidates(self, space: SearchSpace) -> list[tuple[float, int]]:
+        if self.eta0_num < 1:
+            raise ConfigError(f"baselines.{METHOD}.eta0_num: must be >= 1, got {self.eta0_num}")
+        outside = sorted(set(self.steps) - set(space.steps))
+        if outside or not self.steps:
+            raise ConfigError(f"baselines.{METHOD}.steps: must be a non-empty subset of search_space.steps; not in it: {outside}")
+        if self.eta0_num == 1:
+            etas = [math.sqrt(space.eta_min * space.eta_max)]
+        else:
+            etas = np.geomspace(space.eta_min, space.eta_max, self.eta0_num)
+        return [(float(e), int(t)) for e in etas for t in sorted(set(self.steps))]
+
+
+@dataclass
+class OsoOutcome(TrialOutcome):
+    extras: list[dict] = field(default_factory=list)
+
+
+def _oso_trainer(oc: OsoConfig):
+    def train(features: PreparedFeatures, settings: TrainSettings, eta, steps, sigma, seeds, *, progress=False, desc=METHOD):
+        momentum = settings.momentum if oc.momentum is None else oc.momentum
+        weights, traces = train_linear_oso(
+            features.x_train,
+            features.y_train,
+            features.num_classes,
+            eta,
+            steps,
+            sigma,
+            seeds,
+            oc.rule,
+            momentum=momentum,
+            free_step=settings.free_step,
+            progress=progress,
+            desc=desc,
+        )
+        extras = []
+        for j, nu in enumerate(sigma):
+            nu_g, nu_q = noise_split(nu, oc.rule.nu_q_ratio)
+            extras.append(
+                {"nu": nu, "nu_g": nu_g, "nu_q": nu_q, "final_clip": float(traces["clip"][j]), "final_lr": float(traces["lr"][j])}
+            )
+        return OsoOutcome(
+            weights=weights,
+            train_correct=accuracy_counts(weights, features.x_train, features.y_train).numpy(),
+            test_correct=accuracy_counts(weights, features.x_test, features.y_test).numpy(),
+            extras=extras,
+        )
+
+    return train
+
+
+def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    settings, space, selection, targets = context(config)
+    oc = OsoConfig.from_config(config)
+    cands = oc.candidates(space)
+    rule = oc.rule
+    return run_composed(
+        METHOD,
+        features,
+        settings,
+        selection,
+        {t: cands for t in targets},
+        seed,
+        search_info={
+            "definition": "OSO-DPSGD (seed 002 Alg. 1, nu_q per Eq. 17): candidates = initial learning rate x steps, "
+            "each trial at mu_run (one Gaussian mechanism of multiplier nu per step), honest selection",
+            "candidates": [list(c) for c in cands],
+            "clip_init": rule.clip_init,
+            "rho_c": rule.rho_c,
+            "rho_r": rule.rho_r,
+            "nu_q_ratio": rule.nu_q_ratio,
+            "momentum": settings.momentum if oc.momentum is None else oc.momentum,
+        },
+        progress=progress,
+        trainer=_oso_trainer(oc),
+        mechanism="OSO-DPSGD run, (g, q) pair = one Gaussian of multiplier nu per step",
+    )
+
+
+def check(config: dict) -> None:
+    settings, space, selection, targets = context(config)
+    cands = OsoConfig.from_config(config).candidates(space)
+    for target in targets:
+        plan_run_mu(target, settings.delta, len(cands), selection, METHOD)
+
+
+# ---------------------------------------------------------------------------------------------
+# the CNN version
+
+
+@dataclass(frozen=True)
+class CnnConfig:
+    studies: tuple[tuple[str, str], ...] = ()
+    eta0: float = 1.0
+    epochs: float = 8.0
+    batch_size: int = 128
+    momentum: float = 0.9
+    channels: tuple[int, int] = (16, 32)
+    eps_error: float = 0.01
+    rule: OsoRule = OsoRule()
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CnnConfig":
+        s = baselines_section(config, METHOD_CNN)
+        where = f"baselines.{METHOD_CNN}"
+        out = cls(
+            studies=tuple((st["dataset"], st["extractor"]) for st in s.get("studies", [])),
+            eta0=float(s.get("eta0", 1.0)),
+            epochs=float(s.get("epochs", 8.0)),
+            batch_size=int(s.get("batch_size", 128)),
+            momentum=float(s.get("momentum", 0.9)),
+            channels=tuple(int(c) for c in s.get("channels", (16, 32))),
+            eps_error=float(s.get("eps_error", 0.01)),
+            rule=_rule(s, where),
+        )
+        if out.epochs <= 0 or out.batch_size < 1 or out.eta0 <= 0 or len(out.channels) != 2:
+            raise ConfigError(f"{where}: need epochs > 0, batch_size >= 1, eta0 > 0 and two channel counts")
+        return out
+
+    def schedule(self, n_train: int) -> tuple[float, int]:
+        """(sampling rate q, steps T) for a training set of n_train examples."""
+        q = min(1.0, self.batch_size / n_train)
+        return q, max(1, math.ceil(self.epochs / q))
+
+
+def run_cnn(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    import torch
+
+    from dphpo.train.dpsgd import (
+        PrvLedger,
+        accuracy,
+        calibrate_prv_sigma,
+        flat_parameters,
+        images_from_features,
+        subsampled_run_entry,
+        train_cnn_oso,
+    )
+
+    settings, _, _, targets = context(config)
+    if settings.adjacency != "add_remove":
+        raise ConfigError(f"{METHOD_CNN}: the PRV accountant's Poisson-subsampled Gaussian assumes add_remove adjacency")
+    cc = CnnConfig.from_config(config)
+    delta = settings.delta
+    x_train = images_from_features(features.x_train.cpu(), features.attrs)
+    x_test = images_from_features(features.x_test.cpu(), features.attrs)
+    y_train, y_test = features.y_train.cpu(), features.y_test.cpu()
+    q, steps = cc.schedule(features.n_train)
+    results = []
+    for target in targets:
+        nu = calibrate_prv_sigma(q, steps, target, delta, eps_error=cc.eps_error)
+        noise_seed = trial_seed(METHOD_CNN, seed, f"{target:.10g}")
+        with torch.random.fork_rng(devices=[]):
+            model, trace = train_cnn_oso(
+                x_train,
+                y_train,
+                features.num_classes,
+                sample_rate=q,
+                steps=steps,
+                nu=nu,
+                eta0=cc.eta0,
+                rule=cc.rule,
+                momentum=cc.momentum,
+                channels=cc.channels,
+                seed=noise_seed,
+                progress=progress,
+            )
+        ledger = PrvLedger(
+            [subsampled_run_entry("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", q, nu, steps,
+                                  nu_g=trace["nu_g"], nu_q=trace["nu_q"])],
+            eps_error=cc.eps_error,
+        )
+        results.append(
+            MethodResult(
+                method=METHOD_CNN,
+                target_eps=float(target),
+                delta=delta,
+                weights=flat_parameters(model),
+                test_accuracy=accuracy(model, x_test, y_test),
+                train_accuracy=accuracy(model, x_train, y_train),
+                released={
+                    "model": "SmallCNN",
+                    "channels": list(cc.channels),
+                    "eta0": cc.eta0,
+                    "steps": steps,
+                    "sample_rate": q,
+                    "expected_batch": q * features.n_train,
+                    "nu": nu,
+                    "noise_seed": noise_seed,
+                }
+                | trace,
+                ledger=ledger,
+                selection={"rule": "none", "private": True, "label": "single run, nothing selected (OSO adapts C and lr online)"},
+                trials=[],
+                search={
+                    "definition": "one OSO-DPSGD run per target; C_t and lr_t adapted online, rho_0 from the config",
+                    "epochs": cc.epochs,
+                    "batch_size": cc.batch_size,
+                    "momentum": cc.momentum,
+                    "clip_init": cc.rule.clip_init,
+                    "rho_c": cc.rule.rho_c,
+                    "rho_r": cc.rule.rho_r,
+                    "nu_q_ratio": cc.rule.nu_q_ratio,
+                    "accountant": "prv_accountant upper bound",
+                },
+                notes=["small CNN on raw pixels: not the linear-head features of the other methods"],
+            )
+        )
+    return results
+
+
+def check_cnn(config: dict) -> None:
+    from dphpo.data import DATASETS
+
+    cc = CnnConfig.from_config(config)
+    for i, (dataset, extractor) in enumerate(cc.studies):
+        where = f"baselines.{METHOD_CNN}.studies[{i}]"
+        if dataset not in DATASETS:
+            raise ConfigError(f"{where}.dataset: unknown dataset {dataset!r}; known: {', '.join(sorted(DATASETS))}")
+        if DATASETS[dataset].modality != "image":
+            raise ConfigError(f"{where}.dataset: {dataset!r} is not an image dataset")
+        kind = config.get("extractors", {}).get(extractor, {}).get("kind")
+        if kind != "raw":
+            raise ConfigError(f"{where}.extractor: {extractor!r} must be an extractor of kind 'raw' (got {kind!r})")
+    if cc.studies and config["privacy"].get("adjacency", "add_remove") != "add_remove":
+        raise ConfigError(f"baselines.{METHOD_CNN}: needs privacy.adjacency = add_remove (PRV accountant)")

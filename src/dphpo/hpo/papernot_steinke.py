@@ -1,0 +1,367 @@
+"""Papernot & Steinke (ICLR 2022): a random number K of trials, only the best released (methods.md §4).
+
+K is drawn from a truncated negative binomial (shape η > −1: η = 0 logarithmic, η = 1 geometric)
+or a Poisson distribution with mean E[K]; each trial draws its (η, T) at random from the search
+space and is one run of the *base mechanism*: train at μ_train and release the trial's noisy
+training-accuracy count (Gaussian, std σ_s, μ_s = 1/σ_s). The trial with the best noisy score is
+released with that score; nothing is retrained. The base mechanism is μ_base-GDP with
+μ_base² = μ_train² + μ_s², and the tuned mechanism's RDP curve (P&S Thm. 2 / Thm. 6,
+`dphpo.privacy.rdp.ps_gdp_rdp`) is the ledger's one entry. μ_base is calibrated
+(`calibrate_ps_mu`) so that the tuned total hits the target ε.
+
+Capping K (compute guard). The theorems hold for the exact distribution of K; running min(K, m)
+trials is a different mechanism that no P&S theorem covers. We draw K from the exact distribution
+and cap it at `max_trials` = m only when the draw exceeds m (logged, recorded in the result).
+Coupling the capped mechanism M' with the uncapped M through the same draw of K (which does not
+depend on the data), their outputs differ only on the event {K > m} of probability p, so for every
+set S: P[M'(x) ∈ S] ≤ P[M(x) ∈ S] + p ≤ e^ε P[M(x') ∈ S] + δ' + p ≤ e^ε P[M'(x') ∈ S] + δ' + (1 + e^ε) p.
+M' is therefore (ε, δ' + δ_cap)-DP with δ_cap = (1 + e^ε) p. We set δ_cap with ε = the target
+(an upper bound on the released ε), require δ_cap ≤ `truncation_delta_fraction`·δ (else the plan is
+refused: raise max_trials), and calibrate the RDP part at δ' = δ − δ_cap. `CappedTrialsLedger`
+reports exactly that: ε converted at δ − δ_cap, total δ = δ. The same argument covers a capped P&S
+tuning composed with further releases (Koskela–Kulkarni), since the coupling is on the whole run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dphpo.errors import ConfigError, InfeasibleBudgetError
+from dphpo.hpo.common import MethodResult, PreparedFeatures, rng_for, run_trials, trial_seed
+from dphpo.hpo.random_search import baselines_section, candidate_sampling, context, draw_candidates
+from dphpo.hpo.selection import SelectionRule
+from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.rdp import calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
+
+METHOD = "papernot_steinke"
+log = logging.getLogger(__name__)
+# The smallest per-step term of the pmf recursion that still counts towards a tail sum.
+_TAIL_TOL = 1e-300
+
+
+@dataclass(frozen=True)
+class TrialCountDistribution:
+    """The distribution of the number of trials K (P&S Definition 1 and §3.3)."""
+
+    distribution: str = "geometric"  # logarithmic (η=0), geometric (η=1), tnb (η given), poisson
+    mean_trials: float = 3.0
+    eta: float | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            resolve_distribution(self.distribution, self.eta)
+        except ValueError as err:
+            raise ConfigError(f"distribution of K: {err}") from None
+        if not (self.mean_trials >= 1.0 and math.isfinite(self.mean_trials)):
+            raise ConfigError(f"mean_trials (E[K]) must be a finite number >= 1, got {self.mean_trials}")
+
+    @property
+    def kind(self) -> str:
+        return resolve_distribution(self.distribution, self.eta)[0]
+
+    @property
+    def shape(self) -> float:
+        """η of the TNB (∞ for Poisson), as dp_accounting's RepeatAndSelectDpEvent names it."""
+        return resolve_distribution(self.distribution, self.eta)[1]
+
+    def pmf_terms(self):
+        """Yield (k, P[K = k]) for k = k_min, k_min+1, ... (k_min = 1 for the TNB, 0 for Poisson)."""
+        if self.kind == "poisson":
+            lam = self.mean_trials
+            p, k = math.exp(-lam), 0
+            while True:
+                yield k, p
+                k += 1
+                p *= lam / k
+        eta = self.shape
+        gamma = tnb_gamma(self.mean_trials, eta)
+        if gamma >= 1.0:  # E[K] = 1: K = 1 surely
+            yield 1, 1.0
+            while True:
+                yield 2, 0.0
+        one_minus = 1.0 - gamma
+        if eta == 0.0:
+            p = one_minus / math.log(1.0 / gamma)
+        else:
+            # (1−γ)·η/(γ^{−η} − 1) = (1−γ)·η / expm1(η·log(1/γ))
+            p = one_minus * eta / math.expm1(eta * math.log(1.0 / gamma))
+        k = 1
+        while True:
+            yield k, p
+            p *= one_minus * (k + eta) / (k + 1)
+            k += 1
+
+    def tail(self, m: int) -> float:
+        """P[K > m], summed term by term (no 1 − CDF cancellation)."""
+        total = 0.0
+        for k, p in self.pmf_terms():
+            if k <= m:
+                continue
+            total += p
+            if p < _TAIL_TOL or (k > m + 10 and p < total * 1e-17):
+                return total
+            if k > m + 10_000_000:
+                raise ValueError("tail sum did not converge")
+
+    def sample(self, rng: np.random.Generator, cap: int) -> tuple[int, bool]:
+        """(min(K, cap), whether K exceeded cap) for one exact draw of K by the inverse CDF."""
+        u = rng.random()
+        cum = 0.0
+        for k, p in self.pmf_terms():
+            cum += p
+            if cum >= u:
+                return (k, False) if k <= cap else (cap, True)
+            if k >= cap:
+                return cap, True
+
+
+@dataclass(frozen=True)
+class PSConfig:
+    k_dist: TrialCountDistribution = TrialCountDistribution()
+    max_trials: int = 60
+    poisson_delta: str = "gdp"
+    truncation_delta_fraction: float = 0.01
+    sampling: str = "grid"
+
+    def __post_init__(self) -> None:
+        if self.max_trials < 1:
+            raise ConfigError(f"max_trials: must be >= 1, got {self.max_trials}")
+        if not 0.0 < self.truncation_delta_fraction < 1.0:
+            raise ConfigError(f"truncation_delta_fraction: must lie in (0, 1), got {self.truncation_delta_fraction}")
+        if self.poisson_delta not in ("gdp", "rdp"):
+            raise ConfigError(f"poisson_delta: expected 'gdp' or 'rdp', got {self.poisson_delta!r}")
+
+    @classmethod
+    def from_section(cls, section: dict, sampling: str, where: str) -> "PSConfig":
+        try:
+            return cls(
+                k_dist=TrialCountDistribution(
+                    distribution=section.get("distribution", "geometric"),
+                    mean_trials=float(section.get("mean_trials", 3.0)),
+                    eta=None if section.get("eta") is None else float(section["eta"]),
+                ),
+                max_trials=int(section.get("max_trials", 60)),
+                poisson_delta=section.get("poisson_delta", "gdp"),
+                truncation_delta_fraction=float(section.get("truncation_delta_fraction", 0.01)),
+                sampling=sampling,
+            )
+        except ConfigError as err:
+            raise ConfigError(f"{where}.{err}") from None
+
+    @classmethod
+    def from_config(cls, config: dict) -> "PSConfig":
+        return cls.from_section(baselines_section(config, METHOD), candidate_sampling(config), f"baselines.{METHOD}")
+
+    def describe(self) -> dict:
+        return {
+            "distribution": self.k_dist.distribution,
+            "eta": self.k_dist.shape,
+            "mean_trials": self.k_dist.mean_trials,
+            "max_trials": self.max_trials,
+            "poisson_delta": self.poisson_delta,
+            "sampling": self.sampling,
+        }
+
+
+def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str) -> dict:
+    """δ_cap = (1 + e^ε) P[K > max_trials] (module docstring); refuses a cap that costs too much δ."""
+    p_tail = psc.k_dist.tail(psc.max_trials)
+    delta_cap = (1.0 + math.exp(target_eps)) * p_tail
+    if delta_cap > psc.truncation_delta_fraction * delta:
+        raise InfeasibleBudgetError(
+            f"infeasible {where} plan at target eps={target_eps:g}: capping K at max_trials={psc.max_trials} "
+            f"(P[K > max_trials] = {p_tail:.3g}) costs delta_cap = (1 + e^eps)·P = {delta_cap:.3g}, more than "
+            f"truncation_delta_fraction={psc.truncation_delta_fraction:g} of delta={delta:g}; raise max_trials."
+        )
+    return {
+        "max_trials": psc.max_trials,
+        "p_exceed": p_tail,
+        "delta_cap": delta_cap,
+        "argument": "TV coupling of min(K, max_trials) with K: (eps, delta' + (1 + e^eps) P[K > max_trials])-DP",
+    }
+
+
+class CappedTrialsLedger(Ledger):
+    """A ledger whose procedure capped a random number of trials: ε is converted at δ − δ_cap.
+
+    The entries are ordinary (RDP/GDP) entries of the uncapped procedure; `total(δ)` returns the ε of
+    those entries at δ − δ_cap and total δ = δ, which is the capped procedure's guarantee
+    (see the module docstring). Re-reading the entries with plain `Ledger.from_dict` drops δ_cap.
+    """
+
+    def __init__(self, entries=(), truncation: dict | None = None) -> None:
+        super().__init__(entries)
+        self.truncation = dict(truncation or {"delta_cap": 0.0})
+
+    @property
+    def delta_cap(self) -> float:
+        return float(self.truncation["delta_cap"])
+
+    def copy(self) -> "CappedTrialsLedger":
+        return CappedTrialsLedger(self.entries, self.truncation)
+
+    def total(self, delta: float, **kwargs: Any) -> dict[str, Any]:
+        if self.delta_cap >= delta:
+            raise ValueError(f"delta_cap={self.delta_cap} must be below delta={delta}")
+        out = super().total(delta - self.delta_cap, **kwargs)
+        return out | {"delta": delta, "delta_of_conversion": delta - self.delta_cap, "truncation": self.truncation}
+
+    def to_dict(self, delta: float) -> dict[str, Any]:
+        return super().to_dict(delta) | {"truncation": self.truncation}
+
+
+def score_mu(selection: SelectionRule) -> float:
+    """μ of the score each trial releases (0 for a free or a non-private rule)."""
+    return selection.mu_per_release
+
+
+def split_base_mu(mu_base: float, mu_score: float, where: str, target_eps: float) -> float:
+    """μ_train of a base run whose training and score release compose to μ_base."""
+    if mu_base <= mu_score:
+        raise InfeasibleBudgetError(
+            f"infeasible {where} plan at target eps={target_eps:g}: each trial's score release alone "
+            f"(mu={mu_score:.4g}) uses the whole per-trial budget mu_base={mu_base:.4g}; raise selection.noise_std"
+        )
+    return math.sqrt(mu_base**2 - mu_score**2)
+
+
+def plan(psc: PSConfig, selection: SelectionRule, target_eps: float, delta: float) -> dict:
+    """Per-trial budgets for one target: μ_base calibrated at δ − δ_cap, split into training and score."""
+    trunc = truncation_delta(psc, target_eps, delta, METHOD)
+    d = psc.k_dist
+    mu_base = calibrate_ps_mu(
+        target_eps, delta - trunc["delta_cap"], d.distribution, d.mean_trials, d.eta, poisson_delta=psc.poisson_delta
+    )
+    mu_s = score_mu(selection)
+    return {"mu_base": mu_base, "mu_score": mu_s, "mu_train": split_base_mu(mu_base, mu_s, METHOD, target_eps), "truncation": trunc}
+
+
+def noisy_scores(selection: SelectionRule, train_correct: np.ndarray, test_correct: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each trial's released score (its cost is inside μ_base, so nothing is charged here)."""
+    train_correct = np.asarray(train_correct, dtype=np.float64)
+    if selection.rule == "noisy_train_accuracy":
+        return train_correct + rng.normal(0.0, selection.noise_std, size=train_correct.shape)
+    if selection.rule == "test":
+        return np.asarray(test_correct, dtype=np.float64)
+    if selection.rule == "train_nonprivate":
+        return train_correct
+    raise ConfigError(f"selection.rule={selection.rule!r} is not supported by {METHOD} (no public validation split)")
+
+
+def draw_trials(psc: PSConfig, space, seed: int, target: float, method: str) -> tuple[list[tuple[float, int]], dict]:
+    """K (capped only if the exact draw exceeds max_trials) and K random candidates."""
+    k, capped = psc.k_dist.sample(rng_for(method, "K", seed, f"{target:.10g}"), psc.max_trials)
+    if capped:
+        log.warning(
+            "%s: drew K > max_trials=%d at target eps=%g (probability %.3g); ran %d trials, "
+            "accounted by delta_cap (module docstring)",
+            method, psc.max_trials, target, psc.k_dist.tail(psc.max_trials), psc.max_trials,
+        )
+    cands = draw_candidates(space, rng_for(method, "candidates", seed, f"{target:.10g}"), k, psc.sampling) if k else []
+    return cands, {"K": k, "capped": capped}
+
+
+def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    settings, space, selection, targets = context(config)
+    psc = PSConfig.from_config(config)
+    delta = settings.delta
+    plans, eta, steps, sigma, seeds = [], [], [], [], []
+    for target in targets:
+        p = plan(psc, selection, target, delta)
+        cands, k_info = draw_trials(psc, space, seed, target, METHOD)
+        trials = []
+        for i, (e, t) in enumerate(cands):
+            trial = {
+                "eta": e,
+                "steps": t,
+                "r": e * t,
+                "sigma": settings.sigma_for(p["mu_train"], t),
+                "mu": p["mu_train"],
+                "noise_seed": trial_seed(METHOD, seed, f"{target:.10g}", i),
+            }
+            trials.append(trial)
+            eta.append(e)
+            steps.append(t)
+            sigma.append(trial["sigma"])
+            seeds.append(trial["noise_seed"])
+        plans.append((float(target), p, k_info, trials))
+    outcome = run_trials(features, settings, eta, steps, sigma, seeds, progress=progress, desc=METHOD)
+
+    results, offset = [], 0
+    for target, p, k_info, trials in plans:
+        idx = np.arange(offset, offset + len(trials))
+        offset += len(trials)
+        d = psc.k_dist
+        entry = ps_ledger_entry(
+            p["mu_base"],
+            d.distribution,
+            d.mean_trials,
+            d.eta,
+            poisson_delta=psc.poisson_delta,
+            what=f"Papernot-Steinke tuning: best of K={k_info['K']} trials (train + noisy score each)",
+            mu_train=p["mu_train"],
+            mu_score=p["mu_score"],
+            K=k_info["K"],
+            capped=k_info["capped"],
+        )
+        ledger = CappedTrialsLedger([entry], p["truncation"])
+        notes = []
+        if trials:
+            for i, trial in enumerate(trials):
+                trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
+                trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)
+            scores = noisy_scores(
+                selection, outcome.train_correct[idx], outcome.test_correct[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
+            )
+            for trial, score in zip(trials, scores):
+                trial["score"] = float(score)
+            best = int(np.argmax(scores))
+            chosen = trials[best]
+            weights = outcome.weights[idx[best]].numpy()
+            released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")} | {
+                "trial": best,
+                "score": chosen["score"],
+                "noisy_train_accuracy": chosen["score"] / features.n_train,
+            }
+            test_acc, train_acc = chosen["test_accuracy"], chosen["train_accuracy"]
+        else:  # Poisson K = 0: the mechanism outputs ⊥
+            weights = np.zeros((features.num_classes, features.x_train.shape[1]), dtype=np.float32)
+            released = {"output": "none (K = 0)"}
+            test_acc = float((features.y_test == 0).float().mean())
+            train_acc = float((features.y_train == 0).float().mean())
+            notes.append("K = 0 was drawn: nothing is released; the reported model is the zero head (predicts class 0)")
+        if k_info["capped"]:
+            notes.append(f"K exceeded max_trials={psc.max_trials}: capped, accounted by delta_cap")
+        results.append(
+            MethodResult(
+                method=METHOD,
+                target_eps=target,
+                delta=delta,
+                weights=weights,
+                test_accuracy=test_acc,
+                train_accuracy=train_acc,
+                released=released,
+                ledger=ledger,
+                selection=selection.describe() | {"released_score": True, "cost": "inside each trial's mu_base"},
+                trials=trials,
+                search=psc.describe()
+                | k_info
+                | {"mu_base": p["mu_base"], "mu_train": p["mu_train"], "mu_score": p["mu_score"], "retrained": False},
+                notes=notes,
+            )
+        )
+    return results
+
+
+def check(config: dict) -> None:
+    settings, _, selection, targets = context(config)
+    psc = PSConfig.from_config(config)
+    if selection.rule == "public_validation":
+        raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
+    for target in targets:
+        plan(psc, selection, target, settings.delta)

@@ -1,0 +1,114 @@
+"""Every HPO method behind one interface.
+
+    METHODS[name](features: PreparedFeatures, config: dict, seed: int, progress: bool) -> list[MethodResult]
+
+returns one result per target ε of config["privacy"]["target_eps"] (in that order); each result's
+ledger covers every trial, score release and final run the method made for that target. Adding a
+method is one module with a `run` (and a `check` that refuses an infeasible plan before any job
+runs) plus one line here; the workflow's generic `run_method` rule picks it up by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from dphpo.errors import ConfigError
+from dphpo.hpo.common import MethodResult, PreparedFeatures
+
+MethodFn = Callable[[PreparedFeatures, dict, int, bool], list[MethodResult]]
+
+
+class _Lazy:
+    """A method imported on first use (keeps the workflow's parse step free of opacus and friends)."""
+
+    def __init__(self, module: str, run: str, check: str | None = None) -> None:
+        self.module, self.run_name, self.check_name = module, run, check
+
+    def __call__(self, features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+        return getattr(importlib.import_module(self.module), self.run_name)(features, config, seed, progress)
+
+    def check(self, config: dict) -> None:
+        if self.check_name:
+            getattr(importlib.import_module(self.module), self.check_name)(config)
+
+
+def _linear_scaling(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    from dphpo.hpo import linear_scaling as ls
+    from dphpo.hpo.common import TrainSettings
+    from dphpo.hpo.selection import SelectionRule
+    from dphpo.hpo.space import SearchSpace
+
+    return ls.run(
+        features,
+        TrainSettings.from_config(config),
+        ls.LinearScalingConfig.from_config(config.get("linear_scaling", {})),
+        SearchSpace.from_config(config["search_space"]),
+        SelectionRule.from_config(config.get("selection", {})),
+        [float(e) for e in config["privacy"]["target_eps"]],
+        seed,
+        progress,
+    )
+
+
+_HPO = "dphpo.hpo."
+METHODS: dict[str, MethodFn] = {
+    "linear_scaling": _linear_scaling,  # the workflow runs it stage by stage (search.smk)
+    "random_search": _Lazy(_HPO + "random_search", "run"),
+    "random_search_k": _Lazy(_HPO + "random_search", "run_k", "check"),
+    "grid_oracle": _Lazy(_HPO + "grid_search", "run_oracle"),
+    "grid_accounted": _Lazy(_HPO + "grid_search", "run_accounted", "check"),
+    "papernot_steinke": _Lazy(_HPO + "papernot_steinke", "run", "check"),
+    "koskela": _Lazy(_HPO + "koskela", "run", "check"),
+    "oso_dpsgd": _Lazy(_HPO + "oso", "run", "check"),
+    "oso_dpsgd_cnn": _Lazy(_HPO + "oso", "run_cnn", "check_cnn"),
+    "mehta": _Lazy(_HPO + "mehta", "run", "check"),
+}
+
+#: Methods run by the generic workflow rule (everything but the staged linear scaling rule).
+BASELINES: tuple[str, ...] = tuple(m for m in METHODS if m != "linear_scaling")
+#: Baselines that need raw images instead of features; they run on their own studies (opt-in).
+IMAGE_METHODS: tuple[str, ...] = ("oso_dpsgd_cnn",)
+#: Baselines on the linear head over cached features: run on every study of the config.
+FEATURE_BASELINES: tuple[str, ...] = tuple(m for m in BASELINES if m not in IMAGE_METHODS)
+#: Results that are not private HPO, whatever their ledger says (tables label them).
+NONPRIVATE_HPO: tuple[str, ...] = ("grid_oracle",)
+
+
+def configured_baselines(config: dict) -> list[str]:
+    """The feature baselines the config runs on every study (`baselines.methods`)."""
+    methods = list(config.get("baselines", {}).get("methods", FEATURE_BASELINES))
+    for m in methods:
+        if m not in FEATURE_BASELINES:
+            hint = f" ({m} runs on baselines.{m}.studies)" if m in IMAGE_METHODS else ""
+            raise ConfigError(f"baselines.methods: unknown method {m!r}{hint}; expected some of {', '.join(FEATURE_BASELINES)}")
+    return methods
+
+
+def cnn_studies(config: dict) -> list[tuple[str, str]]:
+    """(dataset, extractor) pairs of the opt-in CNN baseline (`baselines.oso_dpsgd_cnn.studies`)."""
+    return [(s["dataset"], s["extractor"]) for s in config.get("baselines", {}).get("oso_dpsgd_cnn", {}).get("studies", [])]
+
+
+def method_jobs(config: dict) -> list[tuple[str, str, str]]:
+    """Every (dataset, extractor, method) the workflow runs with the generic rule."""
+    jobs = [(s["dataset"], s["extractor"], m) for s in config["studies"] for m in configured_baselines(config)]
+    jobs += [(d, e, "oso_dpsgd_cnn") for d, e in cnn_studies(config)]
+    return jobs
+
+
+def check_config(config: dict) -> None:
+    """Refuse unknown baselines and infeasible baseline plans before any job runs."""
+    for name in configured_baselines(config):
+        METHODS[name].check(config)
+    METHODS["oso_dpsgd_cnn"].check(config)
+
+
+def run_method(name: str, features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
+    results = METHODS[name](features, config, seed, progress)
+    targets = [float(e) for e in config["privacy"]["target_eps"]]
+    if [r.target_eps for r in results] != targets:
+        raise RuntimeError(f"{name} returned results for {[r.target_eps for r in results]}, expected {targets}")
+    return results

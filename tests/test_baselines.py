@@ -1,0 +1,414 @@
+"""The HPO baselines: one interface, every result within its budget, privacy checked independently."""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
+from sklearn.datasets import load_digits
+
+from dphpo.errors import ConfigError, InfeasibleBudgetError
+from dphpo.hpo import grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
+from dphpo.hpo.common import PreparedFeatures
+from dphpo.hpo.selection import SelectionRule
+from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
+from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.rdp import ps_ledger_entry
+from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+from dphpo.train.oso import OsoRule, composed_multiplier, noise_split, train_linear_oso
+
+DELTA = 1e-5
+TARGETS = [1.0, 8.0]
+# dense orders for dp_accounting (its TNB bound minimises over the grid only)
+DP_ORDERS = np.unique(np.concatenate([1.0 + np.geomspace(1e-3, 1e4, 600), np.arange(2.0, 257.0)]))
+
+CONFIG = {
+    "privacy": {"delta": DELTA, "target_eps": TARGETS},
+    "search_space": {"eta": {"min": 0.01, "max": 2.0, "num": 5}, "steps": [5, 10, 20, 40]},
+    "selection": {"rule": "noisy_train_accuracy", "noise_std": 50.0},
+    "baselines": {
+        "random_search_k": {"k": 3},
+        "grid": {"eta_num": 3, "steps": [10, 40]},
+        "papernot_steinke": {"distribution": "geometric", "mean_trials": 3, "max_trials": 60},
+        "koskela": {"q": 0.3, "mean_trials": 2, "max_trials": 60},
+        "oso_dpsgd": {"eta0_num": 2, "steps": [10]},
+        "oso_dpsgd_cnn": {"epochs": 1, "batch_size": 128, "channels": [4, 8]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def digits_features():
+    d = load_digits()
+    x = torch.tensor(d.data / 16.0, dtype=torch.float32)
+    y = torch.tensor(d.target, dtype=torch.int64)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+    x, y = x[perm], y[perm]
+    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits-test", {})
+
+
+@pytest.fixture(scope="module")
+def all_results(digits_features):
+    """Every feature baseline run once on digits (seed 0): shared by the budget tests."""
+    return {m: registry.run_method(m, digits_features, CONFIG, seed=0) for m in registry.FEATURE_BASELINES}
+
+
+def with_baselines(**sections):
+    cfg = copy.deepcopy(CONFIG)
+    for name, section in sections.items():
+        cfg["baselines"][name] = section
+    return cfg
+
+
+# --- the interface ------------------------------------------------------------------------------
+
+
+def test_registry_names_every_method_once():
+    assert set(registry.BASELINES) == {
+        "random_search",
+        "random_search_k",
+        "grid_oracle",
+        "grid_accounted",
+        "papernot_steinke",
+        "koskela",
+        "oso_dpsgd",
+        "oso_dpsgd_cnn",
+        "mehta",
+    }
+    assert "linear_scaling" in registry.METHODS
+
+
+@pytest.mark.parametrize("method", registry.FEATURE_BASELINES)
+def test_every_method_is_within_budget_for_every_target(all_results, method):
+    results = all_results[method]
+    assert [r.target_eps for r in results] == TARGETS
+    for r in results:
+        record = r.record({})
+        assert record["within_budget"], (method, r.target_eps, record["total_eps"])
+        assert record["total_eps"] <= r.target_eps * (1 + 1e-9)
+        assert record["total_delta"] == DELTA
+        assert r.weights.shape == (10, 64)
+        assert 0.0 <= r.test_accuracy <= 1.0
+
+
+@pytest.mark.parametrize("method", ["random_search", "random_search_k", "grid_accounted", "oso_dpsgd"])
+def test_ledger_has_one_entry_per_trial_plus_selection(all_results, method):
+    for r in all_results[method]:
+        whats = [e.what for e in r.ledger.entries]
+        assert sum(w.startswith("trial ") for w in whats) == len(r.trials)
+        if len(r.trials) > 1:
+            assert whats[-1] == "selection: noisy train-accuracy counts"
+            assert r.ledger.entries[-1].count == len(r.trials)
+        # GDP-composed to exactly the target (minus the 1e-9 safety margin)
+        assert r.total["eps"] == pytest.approx(r.target_eps, rel=1e-6)
+
+
+def test_unknown_baseline_is_refused():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["baselines"]["methods"] = ["random_search", "bayesian_opt"]
+    with pytest.raises(ConfigError, match="bayesian_opt"):
+        registry.check_config(cfg)
+
+
+def test_baselines_refuse_training_ablations_that_leave_exact_gdp():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["training"] = {"batch_size": 64}  # the minibatch ablation of the linear scaling rule
+    with pytest.raises(ConfigError, match="exact GDP"):
+        random_search.context(cfg)
+
+
+# --- random search and grid search ----------------------------------------------------------------
+
+
+def test_random_search_is_one_run_at_the_full_budget(all_results):
+    for r in all_results["random_search"]:
+        assert len(r.trials) == 1 and len(r.ledger.entries) == 1
+        assert r.ledger.mu == pytest.approx(mu_from_eps(r.target_eps, DELTA), rel=1e-8)
+        assert np.isclose(np.geomspace(0.01, 2.0, 5), r.released["eta"]).any()
+        assert r.released["steps"] in (5, 10, 20, 40)
+
+
+def test_random_search_k_pays_for_k_runs_and_their_selection(all_results):
+    sel = SelectionRule(noise_std=50.0)
+    for r in all_results["random_search_k"]:
+        assert len(r.trials) == 3
+        mu_run = r.trials[0]["mu"]
+        expected = math.sqrt(3 * mu_run**2 + 3 * sel.mu_per_release**2)
+        assert r.ledger.mu == pytest.approx(expected)
+        assert r.ledger.mu == pytest.approx(mu_from_eps(r.target_eps, DELTA), rel=1e-8)
+        # the released model is the trial with the best noisy score
+        best = int(np.argmax([t["score"] for t in r.trials]))
+        assert r.released["trial"] == best and r.test_accuracy == r.trials[best]["test_accuracy"]
+
+
+def test_random_search_k_refuses_selection_that_eats_the_budget():
+    cfg = copy.deepcopy(CONFIG)
+    cfg["selection"]["noise_std"] = 0.5  # μ = 2 per score: more than ε = 1 allows
+    with pytest.raises(InfeasibleBudgetError, match="selection"):
+        random_search.check(cfg)
+
+
+def test_grid_oracle_is_labelled_non_private_and_picks_best_on_test(all_results):
+    for r in all_results["grid_oracle"]:
+        assert r.selection["private"] is False
+        assert "oracle, non-private HPO" in r.selection["label"]
+        assert len(r.trials) == 3 * 2
+        assert r.test_accuracy == max(t["test_accuracy"] for t in r.trials)
+        assert r.search["unaccounted"]["runs"] == 5
+        assert r.search["unaccounted"]["eps_of_all_runs_composed"] > r.target_eps
+        # every grid point trained at the full budget
+        assert all(t["mu"] == pytest.approx(mu_from_eps(r.target_eps, DELTA)) for t in r.trials)
+        assert any("NOT a private HPO result" in n for n in r.notes)
+
+
+def test_grid_accounted_composes_every_grid_point(all_results):
+    for r in all_results["grid_accounted"]:
+        assert sorted((t["eta"], t["steps"]) for t in r.trials) == sorted(grid_search.GridConfig(3, (10, 40)).points(
+            random_search.context(CONFIG)[1]
+        ))
+        assert r.selection["private"] is True
+
+
+def test_grid_steps_must_come_from_the_search_space():
+    with pytest.raises(ConfigError, match="baselines.grid.steps"):
+        grid_search.check(with_baselines(grid={"steps": [7]}))
+
+
+# --- Papernot–Steinke -----------------------------------------------------------------------------
+
+
+def dp_accounting_eps(mu_base, mean, shape, delta):
+    acc = rdp_acc.RdpAccountant(orders=list(DP_ORDERS))
+    acc.compose(dp_event.RepeatAndSelectDpEvent(dp_event.GaussianDpEvent(1.0 / mu_base), mean, shape))
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize(
+    "distribution, eta, shape",
+    [("logarithmic", None, 0.0), ("geometric", None, 1.0), ("tnb", 0.5, 0.5), ("poisson", None, math.inf)],
+)
+def test_ps_entry_matches_dp_accounting_repeat_and_select(distribution, eta, shape):
+    for mu_base, mean in [(0.2, 3.0), (0.8, 10.0)]:
+        kw = {"poisson_delta": "rdp"} if distribution == "poisson" else {}
+        ours = Ledger([ps_ledger_entry(mu_base, distribution, mean, eta, **kw)]).total(DELTA)["eps"]
+        theirs = dp_accounting_eps(mu_base, mean, shape, DELTA)
+        # same theorem; ours minimises over λ̂ in closed form (never above the grid minimum)
+        assert ours <= theirs * (1 + 1e-3)
+        assert ours == pytest.approx(theirs, rel=0.02)
+
+
+def test_ps_poisson_exact_gdp_delta_is_tighter_than_rdp_delta():
+    gdp = Ledger([ps_ledger_entry(0.5, "poisson", 5.0)]).total(DELTA)["eps"]
+    assert gdp < dp_accounting_eps(0.5, 5.0, math.inf, DELTA)
+
+
+def test_ps_result_total_agrees_with_dp_accounting(all_results):
+    sel = SelectionRule(noise_std=50.0)
+    for r in all_results["papernot_steinke"]:
+        mu_base = r.search["mu_base"]
+        assert mu_base == pytest.approx(math.hypot(r.search["mu_train"], sel.mu_per_release))
+        assert r.total["accountant"] == "rdp" and r.total["delta"] == DELTA
+        assert r.total["eps"] <= r.target_eps
+        assert r.total["eps"] == pytest.approx(r.target_eps, rel=1e-6)  # calibrated to the target
+        delta_rdp = DELTA - r.ledger.delta_cap
+        assert dp_accounting_eps(mu_base, 3.0, 1.0, delta_rdp) == pytest.approx(r.target_eps, rel=0.02)
+        # trials: K of them, each at μ_train, the best by noisy score released with that score, no retraining
+        assert len(r.trials) == r.search["K"] >= 1
+        best = int(np.argmax([t["score"] for t in r.trials]))
+        assert r.released["score"] == r.trials[best]["score"] and r.search["retrained"] is False
+        assert all(t["sigma"] == pytest.approx(math.sqrt(t["steps"]) / r.search["mu_train"]) for t in r.trials)
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [
+        papernot_steinke.TrialCountDistribution("geometric", 3.0),
+        papernot_steinke.TrialCountDistribution("logarithmic", 4.0),
+        papernot_steinke.TrialCountDistribution("tnb", 5.0, eta=-0.5),
+        papernot_steinke.TrialCountDistribution("poisson", 3.0),
+    ],
+)
+def test_trial_count_distribution_has_the_stated_mean(dist):
+    pmf = dict(_take(dist.pmf_terms(), 4000))
+    assert sum(pmf.values()) == pytest.approx(1.0, abs=1e-9)
+    assert sum(k * p for k, p in pmf.items()) == pytest.approx(dist.mean_trials, rel=1e-6)
+    assert dist.tail(6) == pytest.approx(sum(p for k, p in pmf.items() if k > 6), rel=1e-9)
+    rng = np.random.default_rng(1)
+    draws = [dist.sample(rng, 10_000)[0] for _ in range(4000)]
+    assert np.mean(draws) == pytest.approx(dist.mean_trials, rel=0.1)
+
+
+def _take(it, n):
+    return [next(it) for _ in range(n)]
+
+
+def test_capping_k_costs_delta_and_is_refused_when_too_costly():
+    psc = papernot_steinke.PSConfig(max_trials=60)
+    info = papernot_steinke.truncation_delta(psc, 8.0, DELTA, "x")
+    assert info["p_exceed"] == pytest.approx((2.0 / 3.0) ** 60, rel=1e-9)  # geometric, E[K] = 3: P[K > m] = (1−γ)^m
+    assert info["delta_cap"] == pytest.approx((1 + math.exp(8.0)) * info["p_exceed"])
+    with pytest.raises(InfeasibleBudgetError, match="max_trials"):
+        papernot_steinke.truncation_delta(papernot_steinke.PSConfig(max_trials=5), 1.0, DELTA, "x")
+
+
+def test_capped_ledger_converts_at_delta_minus_cap():
+    entry = ps_ledger_entry(0.3, "geometric", 3.0)
+    capped = papernot_steinke.CappedTrialsLedger([entry], {"delta_cap": 1e-6})
+    assert capped.total(DELTA)["eps"] == pytest.approx(Ledger([entry]).total(DELTA - 1e-6)["eps"])
+    assert capped.total(DELTA)["eps"] > Ledger([entry]).total(DELTA)["eps"]
+    assert capped.total(DELTA)["delta"] == DELTA
+
+
+def test_k_beyond_the_cap_is_capped_and_noted():
+    dist = papernot_steinke.TrialCountDistribution("geometric", 50.0)
+    rng = np.random.default_rng(0)
+    draws = [dist.sample(rng, 2) for _ in range(200)]
+    assert {k for k, _ in draws} <= {1, 2}
+    assert any(capped for _, capped in draws)
+
+
+# --- Koskela–Kulkarni -----------------------------------------------------------------------------
+
+
+def zhu_wang_bound(q, base, alpha):
+    """Zhu & Wang (2019) Thm. 9, independent transcription (log space): base(ℓ) is the base RDP at integer ℓ."""
+    log_binom = lambda n, k: math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)  # noqa: E731
+    terms = [(alpha - 1) * math.log1p(-q) + math.log(alpha * q - q + 1)]
+    terms.append(log_binom(alpha, 2) + 2 * math.log(q) + (alpha - 2) * math.log1p(-q) + base(2))
+    terms += [
+        math.log(3) + log_binom(alpha, ell) + (alpha - ell) * math.log1p(-q) + ell * math.log(q) + (ell - 1) * base(ell)
+        for ell in range(3, alpha + 1)
+    ]
+    top = max(terms)
+    return min((top + math.log(sum(math.exp(t - top) for t in terms))) / (alpha - 1), base(alpha))
+
+
+def test_koskela_amplification_of_a_gaussian_upper_bounds_dp_accounting():
+    # K = 1 surely (E[K] = 1): the tuning is the Gaussian itself, amplified by Poisson subsampling
+    kc = koskela.KoskelaConfig(q=0.1, transfer="keep_sigma", ps=papernot_steinke.PSConfig(
+        papernot_steinke.TrialCountDistribution("geometric", 1.0)))
+    entry = koskela.tuning_entry(kc, mu_final=1.0, mu_score=0.0)
+    ours = Ledger([entry]).total(DELTA)["eps"]
+    acc = rdp_acc.RdpAccountant(orders=list(koskela.ORDERS))
+    acc.compose(dp_event.PoissonSampledDpEvent(0.1, dp_event.GaussianDpEvent(1.0)))
+    exact = acc.get_epsilon(DELTA)
+    assert exact <= ours <= 1.5 * exact  # the general bound is valid and not far from the Gaussian's exact one
+
+
+def test_koskela_total_matches_an_independent_computation(digits_features):
+    cfg = with_baselines(koskela={"q": 0.3, "mean_trials": 2, "max_trials": 60})
+    results = koskela.run(digits_features, cfg, seed=1)
+    sel = SelectionRule(noise_std=50.0)
+    for r in results:
+        assert r.total["eps"] <= r.target_eps and r.total["eps"] == pytest.approx(r.target_eps, rel=1e-4)
+        mu_f = r.search["mu_final"]
+        mu_base = math.hypot(mu_f / 0.3, sel.mu_per_release)  # scale_sigma: trials are (μ_f/q)-GDP
+        orders = [float(a) for a in range(2, 65)]
+        # dp_accounting's TNB bound minimises over the given orders as λ̂ too: give it λ̂ near 1 as well
+        grid = np.unique(np.concatenate([1.0 + np.geomspace(1e-4, 1.0, 200), [1.0], orders]))
+        tuned = rdp_acc._compute_rdp_repeat_and_select(grid, grid * mu_base**2 / 2, 2.0, 1.0)
+        base = {int(o): v for o, v in zip(grid, tuned) if float(o).is_integer() and o >= 2}
+        amplified = [zhu_wang_bound(0.3, base.get, a) for a in range(2, 65)]
+        total_rdp = np.array(amplified) + np.array(orders) * mu_f**2 / 2
+        independent, _ = rdp_acc.compute_epsilon(orders, total_rdp, DELTA - r.ledger.delta_cap)
+        assert r.total["eps"] <= independent * (1 + 1e-3)
+        assert r.total["eps"] == pytest.approx(independent, rel=0.05)
+        # the final run is on all data at μ_f with the selected hyperparameters
+        assert r.released["sigma"] == pytest.approx(math.sqrt(r.released["steps"]) / mu_f)
+        assert abs(r.search["subsample_size"] - 0.3 * 1400) < 5 * math.sqrt(1400 * 0.3 * 0.7)
+        for t in r.trials:  # σ1 = q·σ at the trial's own T
+            assert t["sigma"] == pytest.approx(0.3 * math.sqrt(t["steps"]) / mu_f)
+
+
+def test_koskela_keep_sigma_transfer_gives_the_final_run_more_budget():
+    sel = SelectionRule(noise_std=50.0)
+    scale = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="scale_sigma"), sel, 1.0, DELTA)
+    keep = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="keep_sigma"), sel, 1.0, DELTA)
+    assert 0 < scale["mu_final"] < keep["mu_final"] < mu_from_eps(1.0, DELTA)
+
+
+# --- OSO-DPSGD ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nu", [0.3, 1.0, 4.0])
+def test_oso_noise_split_composes_to_one_gaussian_of_multiplier_nu(nu):
+    nu_g, nu_q = noise_split(nu)
+    assert nu_q == pytest.approx(7.124 * nu)
+    assert 1 / nu_g**2 + 1 / nu_q**2 == pytest.approx(1 / nu**2)
+    assert composed_multiplier(nu_g, nu_q) == pytest.approx(nu)
+    assert compose_mu([1 / nu_g, 1 / nu_q]) == pytest.approx(1 / nu)  # GDP: the pair is (1/ν)-GDP per step
+    assert nu_g / nu == pytest.approx(1.01, abs=5e-4)  # seed 002's rule of thumb: ν_g 1 % above ν
+
+
+def test_oso_trial_ledger_is_sqrt_t_over_nu(all_results):
+    for r in all_results["oso_dpsgd"]:
+        for t in r.trials:
+            assert math.sqrt(t["steps"]) / t["nu"] == pytest.approx(t["mu"])
+            assert composed_multiplier(t["nu_g"], t["nu_q"]) == pytest.approx(t["nu"])
+
+
+def test_oso_without_adaptation_and_noise_is_dp_gd(digits_features):
+    f = digits_features
+    rule = OsoRule(clip_init=1.0, rho_c=0.0, rho_r=0.0)
+    w_oso, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.5, 0.1], [10, 5], [1e-9, 1e-9], [1, 2], rule)
+    w_gd = train_linear_dpgd(f.x_train, f.y_train, 10, TrialBatch([0.5, 0.1], [10, 5], [0.0, 0.0], [1, 2]))
+    torch.testing.assert_close(w_oso, w_gd, rtol=1e-4, atol=1e-5)
+    assert np.allclose(traces["clip"], 1.0) and np.allclose(traces["lr"], [0.5, 0.1])
+
+
+def test_oso_adapts_clip_and_learning_rate(digits_features):
+    f = digits_features
+    _, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.1], [40], [2.0], [3], OsoRule(rho_c=0.05, rho_r=0.05))
+    assert not math.isclose(traces["clip"][0], 0.1) and not math.isclose(traces["lr"][0], 0.1)
+
+
+def test_oso_cnn_on_digits_is_prv_accounted(digits_features):
+    from dphpo.privacy.prv import prv_eps_subsampled_gaussian
+
+    cfg = with_baselines(oso_dpsgd_cnn={"epochs": 1, "batch_size": 128, "channels": [4, 8]})
+    cfg["privacy"]["target_eps"] = [2.0]
+    (r,) = oso.run_cnn(digits_features, cfg, seed=0)
+    q, steps, nu = r.released["sample_rate"], r.released["steps"], r.released["nu"]
+    assert q == pytest.approx(128 / 1400) and steps == math.ceil(1 / q)
+    assert r.total["eps"] <= 2.0 and r.total["eps"] == pytest.approx(2.0, rel=0.01)
+    assert "prv_accountant" in r.total["accountant"]
+    assert prv_eps_subsampled_gaussian(q, nu, steps, DELTA) <= 2.0  # recomputed with the accountant itself
+    acc = rdp_acc.RdpAccountant()
+    acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(nu)), steps)
+    assert r.total["eps"] <= acc.get_epsilon(DELTA)  # PRV upper bound is tighter than RDP
+    assert r.total["rdp_eps"] >= r.total["eps"]
+    assert 0.0 <= r.test_accuracy <= 1.0 and r.weights.ndim == 1
+
+
+# --- Mehta et al. ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("optimizer, loss", [("adam", "ce"), ("lamb", "ce"), ("adam", "sigmoid")])
+def test_mehta_accuracy_does_not_depend_on_eta(digits_features, optimizer, loss):
+    # Raw digits pixels are multiples of 1/16, so a sign-like W ties classes exactly and float32
+    # rounding (which depends on η) breaks the ties; real extractor features are continuous. A fixed,
+    # data-independent jitter makes these features continuous too.
+    f = digits_features
+    jitter = 1e-3 * torch.rand(f.x_train.shape[1], generator=torch.Generator().manual_seed(0))
+    f = PreparedFeatures(f.x_train + jitter, f.y_train, f.x_test + jitter, f.y_test, 10, "digits-jittered", {})
+    runs = []
+    for eta in [1e-3, 1.0, 1e3]:
+        cfg = with_baselines(mehta={"optimizer": optimizer, "loss": loss, "eta": eta})
+        runs.append(mehta.run(f, cfg, seed=4))
+    for by_eta in zip(*runs):
+        assert len({r.test_accuracy for r in by_eta}) == 1
+        assert len({r.train_accuracy for r in by_eta}) == 1
+        np.testing.assert_allclose(by_eta[2].weights, 1e6 * by_eta[0].weights, rtol=1e-5)
+    for r in runs[0]:
+        assert len(r.ledger.entries) == 1 and r.ledger.mu == pytest.approx(mu_from_eps(r.target_eps, DELTA), rel=1e-8)
+        if loss == "ce":  # the per-class sigmoid step is all-positive on non-negative pixels: no separation
+            assert r.test_accuracy > 0.3  # one noisy sign step already separates digits
+
+
+def test_mehta_one_step_is_exactly_the_target(all_results):
+    for r in all_results["mehta"]:
+        assert r.released["sigma"] == pytest.approx(1.0 / mu_from_eps(r.target_eps, DELTA), rel=1e-8)
+        assert eps_from_mu(r.ledger.mu, DELTA) == pytest.approx(r.target_eps, rel=1e-6)

@@ -1,0 +1,60 @@
+# Baselines (issue #3): every HPO method of dphpo.hpo.registry behind one generic rule, and the
+# comparison table. One job runs one method on one (dataset, extractor, variant, seed) for every
+# target eps at once (trials batched); the linear scaling rule has its own staged rules (search.smk).
+
+
+rule run_method:
+    input:
+        features=features_h5,
+    output:
+        results=expand(
+            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/result.json",
+            eps=EPS_LABELS,
+        ),
+        models=expand(
+            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
+            eps=EPS_LABELS,
+        ),
+    log:
+        "results/logs/{method}/{dataset}/{extractor}/{variant}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/{method}/{dataset}/{extractor}/{variant}/seed{seed}.tsv"
+    wildcard_constraints:
+        method="|".join(registry.BASELINES),
+    conda:
+        "../../envs/dphpo.yaml"
+    threads: config["threads"]["train"]
+    resources:
+        **rule_resources("run_method", mem_mb=8000, runtime=60),
+    script:
+        "../scripts/run_method.py"
+
+
+rule table_hpo_comparison:
+    input:
+        results=[
+            f
+            for dataset, extractor in STUDIES
+            for f in method_results("linear_scaling", dataset, extractor)
+        ]
+        + baseline_results(),
+        references=[f"results/runs/{d}/{e}/nonprivate/result.json" for d, e in STUDIES],
+    output:
+        md=report(
+            "results/tables/hpo_comparison.md",
+            caption="../report/hpo_comparison_table.rst",
+            category="HPO comparison",
+        ),
+        csv="results/tables/hpo_comparison.csv",
+        tex="results/tables/hpo_comparison.tex",
+        figure=report(
+            "results/figures/hpo_comparison_accuracy_vs_eps.png",
+            caption="../report/hpo_comparison_figure.rst",
+            category="HPO comparison",
+        ),
+    log:
+        "results/logs/tables/hpo_comparison.log",
+    conda:
+        "../../envs/dphpo.yaml"
+    script:
+        "../scripts/table_hpo_comparison.py"

@@ -1,0 +1,14 @@
+"""results/tables/hpo_comparison.{md,csv,tex} and the accuracy-vs-ε figure of every method."""
+
+from dphpo import study
+from dphpo.report import comparison
+
+with study.job_log(snakemake.log[0]):
+    comparison.make(
+        snakemake.input.results,
+        snakemake.input.references,
+        md=snakemake.output.md,
+        csv_path=snakemake.output.csv,
+        tex=snakemake.output.tex,
+        figure=snakemake.output.figure,
+    )
