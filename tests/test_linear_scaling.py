@@ -79,7 +79,8 @@ def test_stage_two_samples_above_stage_one_pick(digits_features):
     s1 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=3, stage=1, progress=False)
     s2 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=3, stage=2, previous=s1, progress=False)
     r1 = s1["searches"][0]["selected_r"]
-    lo, hi = sorted([SPACE.clamp_r(r1), SPACE.clamp_r(0.2 * SPACE.r_max)])
+    lo, cap = SPACE.clamp_r(r1), 0.2 * SPACE.r_max
+    hi = cap if cap > lo else SPACE.r_max
     for trial in s2["searches"][0]["trials"]:
         assert lo * (1 - 1e-9) <= trial["r_requested"] <= hi * (1 + 1e-9)
 
@@ -126,3 +127,28 @@ def test_bad_config_names_the_key():
         ls.LinearScalingConfig(degree=2, stage_eps=(0.1, 0.2))
     with pytest.raises(ConfigError, match="selection.rule"):
         SelectionRule(rule="best_guess")
+
+
+def test_downward_line_does_not_extrapolate_below_stage_picks(digits_features):
+    """Two noisy picks with r2 < r1 give a negative slope; the monotone guard keeps r ≥ max(r_k)."""
+    lsc = ls.LinearScalingConfig()
+    stages = []
+    for stage, r_pick in [(1, 40.0), (2, 10.0)]:
+        st = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=0, stage=stage, previous=stages[-1] if stages else None, progress=False)
+        st["searches"][0]["selected_r"] = r_pick
+        stages.append(st)
+    guarded = ls.run_final(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=0, stages=stages, progress=False)[0]
+    fit = guarded.search["fit"]
+    assert fit["r_extrapolated"] < 10.0 and fit["guard_applied"]
+    assert fit["r_clamped"] == pytest.approx(40.0)
+    raw = ls.LinearScalingConfig(monotone=False)
+    unguarded = ls.run_final(digits_features, SETTINGS, raw, SPACE, SELECTION, [4.0], seed=0, stages=stages, progress=False)[0]
+    assert unguarded.search["fit"]["r_clamped"] == pytest.approx(SPACE.r_min)
+
+
+def test_stage_two_range_extends_upwards_when_first_pick_exceeds_cap(digits_features):
+    lsc = ls.LinearScalingConfig()
+    s1 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=1, stage=1, progress=False)
+    s1["searches"][0]["selected_r"] = 0.9 * SPACE.r_max  # far above later_stage_cap · r_max
+    s2 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=1, stage=2, previous=s1, progress=False)
+    assert all(t["r_requested"] >= 0.9 * SPACE.r_max * (1 - 1e-9) for t in s2["searches"][0]["trials"])

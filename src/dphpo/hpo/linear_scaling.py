@@ -8,6 +8,11 @@ releases the model. Stages are separate functions so the workflow can run each a
 
 Targets whose stage budgets coincide (absolute stage budgets) share one search, paying for it once
 (seed 000, Fig. 2); each target's ledger still holds the whole shared search.
+
+Ablations (seed 000, Table 15) that leave exact GDP — minibatch DP-SGD (`training.batch_size`) and
+RDP accounting (`privacy.accountant: rdp`) — calibrate each run's σ with their own accountant (stage
+trials to their standalone ε_k, the final run by bisection to what is left of the total) and enter
+each run in the ledger as an RDP curve, so the reported total is RDP-composed, never claimed as GDP.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from typing import Sequence
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, rng_for, run_trials, trial_seed
+from dphpo.hpo.common import (
+    MethodResult,
+    PreparedFeatures,
+    TrainSettings,
+    rdp_eps_of_gaussian,
+    rng_for,
+    run_trials,
+    trial_seed,
+)
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
@@ -40,6 +53,10 @@ class LinearScalingConfig:
     fit_in: str = "eps"  # fit r against ε (paper text) or against μ (Algorithm 2)
     later_stage_range: str = "above_previous"  # original code: stage k samples [r_{k-1}, cap·r_max]
     later_stage_cap: float = 0.2
+    # r(ε) is non-decreasing (seed 000 §3: the optimal r grows with ε). A line through two noisy
+    # picks can slope downwards and extrapolate below every observed r (down to r_min); the guard
+    # takes max(extrapolation, largest stage pick) instead. Post-processing: no privacy cost.
+    monotone: bool = True
 
     def __post_init__(self) -> None:
         key = "linear_scaling"
@@ -71,6 +88,7 @@ class LinearScalingConfig:
             fit_in=cfg.get("fit_in", "eps"),
             later_stage_range=cfg.get("later_stage_range", "above_previous"),
             later_stage_cap=float(cfg.get("later_stage_cap", 0.2)),
+            monotone=bool(cfg.get("monotone", True)),
         )
 
     @property
@@ -126,6 +144,7 @@ def run_stage(
         raise ValueError(f"stage {stage} needs the result of stage {stage - 1}")
     delta = settings.delta
     check_budgets(lsc, selection, targets, delta)
+    _check_accounting(lsc, settings)
     prev_pick = {s["key"]: s["selected_r"] for s in previous["searches"]} if previous else {}
     searches: dict[str, dict] = {}
     for target in targets:
@@ -139,7 +158,11 @@ def run_stage(
         search["mu"] = mu
         rng = rng_for(METHOD, seed, stage, key)
         if stage > 1 and lsc.later_stage_range == "above_previous":
-            r_values = space.sample_r(rng, lsc.n_trials, lo=prev_pick[key], hi=lsc.later_stage_cap * space.r_max)
+            # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
+            # range would point downwards, so it extends to r_max instead.
+            lo = prev_pick[key]
+            hi = lsc.later_stage_cap * space.r_max
+            r_values = space.sample_r(rng, lsc.n_trials, lo=lo, hi=hi if hi > lo else space.r_max)
         else:
             r_values = space.sample_r(rng, lsc.n_trials)
         search["trials"] = []
@@ -150,10 +173,14 @@ def run_stage(
                 "eta": dec.eta,
                 "steps": dec.steps,
                 "r": dec.r,
-                "sigma": settings.sigma_for(mu, dec.steps),
-                "mu": mu,
+                "sigma": settings.sigma_for(mu, dec.steps)
+                if settings.exact_gdp
+                else settings.calibrate_sigma(search["eps"], dec.steps, features.n_train),
+                "mu": mu if settings.exact_gdp else None,
                 "noise_seed": trial_seed(METHOD, seed, stage, key, i),
             }
+            if not settings.exact_gdp:
+                trial["accounting"] = settings.accounting
             search["trials"].append(trial)
             eta.append(trial["eta"])
             steps.append(trial["steps"])
@@ -169,14 +196,25 @@ def run_stage(
         for i, trial in enumerate(search["trials"]):
             trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
             trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)  # recorded, never selected on
-            ledger.add(
-                f"stage {stage} trial {i}",
-                mu=trial["mu"],
-                eta=trial["eta"],
-                steps=trial["steps"],
-                sigma=trial["sigma"],
-                standalone_eps=search["eps"],
-            )
+            if settings.exact_gdp:
+                ledger.add(
+                    f"stage {stage} trial {i}",
+                    mu=trial["mu"],
+                    eta=trial["eta"],
+                    steps=trial["steps"],
+                    sigma=trial["sigma"],
+                    standalone_eps=search["eps"],
+                )
+            else:
+                ledger.append(
+                    settings.run_entry(
+                        f"stage {stage} trial {i}",
+                        trial["sigma"],
+                        trial["steps"],
+                        features.n_train,
+                        {"eta": trial["eta"], "steps": trial["steps"], "sigma": trial["sigma"], "standalone_eps": search["eps"]},
+                    )
+                )
         best, scores = select_best(
             selection,
             train_correct=outcome.train_correct[idx],
@@ -199,6 +237,14 @@ def run_stage(
     }
 
 
+def _check_accounting(lsc: LinearScalingConfig, settings: TrainSettings) -> None:
+    if lsc.fit_in == "mu" and not settings.exact_gdp:
+        raise ConfigError(
+            "linear_scaling.fit_in: 'mu' needs exact GDP runs; with training.batch_size or "
+            "privacy.accountant: rdp fit in 'eps'"
+        )
+
+
 def fit_rule(points_x: Sequence[float], points_r: Sequence[float], degree: int) -> np.ndarray:
     """Polynomial coefficients (highest power first) of r(x) through the stage points."""
     return np.polyfit(np.asarray(points_x, float), np.asarray(points_r, float), deg=degree)
@@ -219,6 +265,7 @@ def run_final(
     if len(stages) != lsc.n_stages:
         raise ValueError(f"expected {lsc.n_stages} stage results, got {len(stages)}")
     delta = settings.delta
+    _check_accounting(lsc, settings)
     by_key = [{s["key"]: s for s in st["searches"]} for st in stages]
     plans = []
     for target in targets:
@@ -228,13 +275,16 @@ def run_final(
         for s in searches:
             ledger.extend(Ledger.from_dict(s["ledger"]))
         mu_f = plan_final_mu(target, delta, ledger, what=f"final run at target eps={target:g}") * (1 - BUDGET_SAFETY)
-        eps_f = eps_from_mu(mu_f, delta)
+        # Non-GDP ablations: μ_f is the full-batch Gaussian that fills the budget under their
+        # accountant; its standalone ε places the final run on the fitted line.
+        eps_f = eps_from_mu(mu_f, delta) if settings.exact_gdp else rdp_eps_of_gaussian(mu_f, delta)
         xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
         rs = [s["selected_r"] for s in searches]
         coeffs = fit_rule(xs, rs, lsc.degree)
         x_f = eps_f if lsc.fit_in == "eps" else mu_f
         r_extrapolated = float(np.polyval(coeffs, x_f))
-        r_star = space.clamp_r(r_extrapolated)
+        r_guarded = max(r_extrapolated, max(rs)) if lsc.monotone else r_extrapolated
+        r_star = space.clamp_r(r_guarded)
         dec = space.decompose(r_star)
         plans.append(
             {
@@ -244,7 +294,9 @@ def run_final(
                 "mu_f": mu_f,
                 "eps_f": eps_f,
                 "dec": dec,
-                "sigma": settings.sigma_for(mu_f, dec.steps),
+                "sigma": settings.sigma_for(mu_f, dec.steps)
+                if settings.exact_gdp or settings.batch_size is None
+                else settings.final_sigma(ledger, target, dec.steps, features.n_train),
                 "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
                 "fit": {
                     "x": lsc.fit_in,
@@ -253,6 +305,8 @@ def run_final(
                     "coefficients": coeffs.tolist(),
                     "x_final": x_f,
                     "r_extrapolated": r_extrapolated,
+                    "monotone_guard": lsc.monotone,
+                    "guard_applied": r_guarded != r_extrapolated,
                     "r_clamped": r_star,
                     "clamped": not math.isclose(r_star, r_extrapolated),
                 },
@@ -272,7 +326,20 @@ def run_final(
     results = []
     for j, p in enumerate(plans):
         dec = p["dec"]
-        p["ledger"].add("final run", mu=p["mu_f"], eta=dec.eta, steps=dec.steps, sigma=p["sigma"], standalone_eps=p["eps_f"])
+        if settings.exact_gdp:
+            p["ledger"].add("final run", mu=p["mu_f"], eta=dec.eta, steps=dec.steps, sigma=p["sigma"], standalone_eps=p["eps_f"])
+        else:
+            p["eps_f"] = settings.standalone_eps(p["sigma"], dec.steps, features.n_train)
+            p["mu_f"] = None
+            p["ledger"].append(
+                settings.run_entry(
+                    "final run",
+                    p["sigma"],
+                    dec.steps,
+                    features.n_train,
+                    {"eta": dec.eta, "steps": dec.steps, "sigma": p["sigma"], "standalone_eps": p["eps_f"]},
+                )
+            )
         results.append(
             MethodResult(
                 method=METHOD,

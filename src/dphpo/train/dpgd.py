@@ -9,6 +9,12 @@ step, no per-sample gradient tensor. Trials share X: their weights form one (H·
 step of H trials is one (N×d)·(d×HK) GEMM. Trials are sorted by T; the active ones form a prefix,
 so finished trials cost nothing. Each trial draws its noise from its own generator: its result does
 not depend on which other trials share its batch.
+
+Minibatch ablation (seed 000, Table 15 "SGD (Batch=4096)"): with `sample_rate` q < 1 every step of
+every trial draws its own Poisson subset (each example kept with probability q, from the trial's
+generator, before that step's noise), sums the clipped gradients of that subset only, adds the same
+noise σ·C·ξ and divides by the expected batch size q·N (the normalization the subsampled-Gaussian
+accountants assume). Full batch (the method) is q = None.
 """
 
 from __future__ import annotations
@@ -68,16 +74,21 @@ def train_linear_dpgd(
     init_std: float = 0.0,
     progress: bool = False,
     desc: str = "DP-GD",
+    sample_rate: float | None = None,
 ) -> torch.Tensor:
-    """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU.
+    """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU, in the features' dtype.
 
     `features` (N×d) and `labels` (N) may live on any device; training runs there. A bias is a
     column of ones appended by the caller (`with_bias_column`). `init_std > 0` replaces the zero
-    init by N(0, init_std²) weights drawn from each trial's seed (ablation only).
+    init by N(0, init_std²) weights drawn from each trial's seed (ablation only). `sample_rate`
+    q in (0, 1) switches to Poisson-subsampled minibatch DP-SGD (ablation only); None or 1 is full batch.
     """
+    if sample_rate is not None and not 0.0 < float(sample_rate) <= 1.0:
+        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+    q = None if sample_rate is None or float(sample_rate) >= 1.0 else float(sample_rate)
     n, d = features.shape
     h_total = len(trials)
-    weights = torch.zeros(h_total, num_classes, d)
+    weights = torch.zeros(h_total, num_classes, d, dtype=features.dtype)
     if h_total == 0:
         return weights
     per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, n * num_classes))
@@ -87,13 +98,13 @@ def train_linear_dpgd(
         idx = order[start : start + per_group]
         group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
         weights[torch.as_tensor(idx)] = _train_group(
-            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar
+            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar, q
         ).cpu()
     bar.close()
     return weights
 
 
-def _train_group(features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar):
+def _train_group(features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar, sample_rate=None):
     device, dtype = features.device, features.dtype
     n, d = features.shape
     h = len(trials)
@@ -115,6 +126,10 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
         resid = torch.softmax(logits, dim=2) - onehot.unsqueeze(1)  # P − Y, (N, H, K)
         grad_norm = resid.norm(dim=2) * x_norm.unsqueeze(1)  # (N, H)
         scale = torch.clamp(clip_norm / grad_norm.clamp_min(1e-12), max=1.0)
+        if sample_rate is not None:
+            # Poisson subsampling: each trial keeps each example with probability q (its own generator).
+            keep = torch.stack([torch.rand(n, generator=gens[j]) < sample_rate for j in range(active)], dim=1)
+            scale = scale * keep.to(device=device, dtype=dtype)
         clipped_sum = (resid * scale.unsqueeze(2)).reshape(n, active * num_classes).T @ features
         clipped_sum = clipped_sum.view(active, num_classes, d)
         noise = torch.stack(
@@ -125,7 +140,7 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
                 for j in range(active)
             ]
         ).to(device=device, dtype=dtype)
-        grad = (clipped_sum + noise) / n
+        grad = (clipped_sum + noise) / (n if sample_rate is None else sample_rate * n)
         v[:active] = momentum * v[:active] + grad
         w[:active] = wa - eta[:active] * v[:active]
         bar.update(active)
