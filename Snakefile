@@ -9,9 +9,12 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/features.smk"
 include: "workflow/rules/search.smk"
+include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/paper.smk"
 
 
 rule all:

@@ -40,10 +40,20 @@ def test_snakefmt_is_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_default_config_dry_run_builds_the_study():
-    proc = snakemake("-n", "--quiet", "rules")
+def test_default_config_dry_run_builds_the_study(tmp_path):
+    # an empty working directory, so results already built in the checkout hide no job
+    config = str(REPO / "config" / "config.yaml")
+    proc = snakemake("-n", "--quiet", "rules", "--configfile", config, "-d", str(tmp_path))
     out = proc.stdout + proc.stderr
-    for rule in ["extract_features", "linear_scaling_stage", "linear_scaling_final", "nonprivate_reference", "table_linear_scaling"]:
+    for rule in [
+        "extract_features",
+        "linear_scaling_stage",
+        "linear_scaling_final",
+        "nonprivate_reference",
+        "table_linear_scaling",
+        "run_method",
+        "table_hpo_comparison",
+    ]:
         assert rule in out
 
 
@@ -94,6 +104,19 @@ def test_tiny_study_end_to_end(tmp_path):
     assert len(table) == 1 + 2  # header + one row per target
     assert "total ε (incl. search)" in table[0]
     assert (tmp_path / "results" / "figures" / "linear_scaling_accuracy_vs_eps.png").stat().st_size > 1000
+    # every baseline ran end to end (2 seeds × 2 targets each) and stayed within its budget
+    runs = tmp_path / "results" / "runs" / "digits" / "raw"
+    for method in ["random_search", "random_search_k", "grid_oracle", "grid_accounted", "papernot_steinke", "koskela", "oso_dpsgd", "oso_dpsgd_cnn", "mehta"]:
+        paths = sorted((runs / method / "default").glob("seed*/eps*/result.json"))
+        assert len(paths) == 4, method
+        for path in paths:
+            res = json.loads(path.read_text())
+            assert res["within_budget"] and res["total_eps"] <= res["target"]["eps"], (method, res["total_eps"])
+            assert (path.parent / "model.npz").exists()
+    comparison = (tmp_path / "results" / "tables" / "hpo_comparison.csv").read_text().splitlines()
+    assert len(comparison) == 1 + 2 * 10  # header + (linear scaling + 9 baselines) × 2 targets
+    assert "grid search ORACLE (non-private HPO)" in (tmp_path / "results" / "tables" / "hpo_comparison.md").read_text()
+    assert (tmp_path / "results" / "figures" / "hpo_comparison_accuracy_vs_eps.png").stat().st_size > 1000
     # no temporary files left behind
     assert not list((tmp_path / "results").rglob("*.tmp"))
     # a second run has nothing to do

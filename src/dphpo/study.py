@@ -67,6 +67,20 @@ def target_eps(config: dict) -> list[float]:
     return [float(e) for e in config["privacy"]["target_eps"]]
 
 
+# Config sections a training job's numbers depend on (its study's extractor is added per job).
+RUN_SETTINGS_KEYS = ("data_dir", "privacy", "search_space", "training", "selection", "linear_scaling", "baselines")
+
+
+def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None) -> str:
+    """Hash of what a training job computes from: a rule `params:` entry, so that Snakemake reruns
+    exactly the jobs a config change affects (results of another config are never reused)."""
+    cfg = variant_config(config, variant)
+    settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
+    if extractor is not None:
+        settings["extractor"] = cfg.get("extractors", {}).get(extractor)
+    return config_hash(settings)
+
+
 def train_settings(config: dict) -> TrainSettings:
     return TrainSettings.from_config(config)
 

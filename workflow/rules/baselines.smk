@@ -26,6 +26,8 @@ rule run_method:
     threads: config["threads"]["train"]
     resources:
         **rule_resources("run_method", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
     script:
         "../scripts/run_method.py"
 

@@ -6,6 +6,8 @@ from snakemake.utils import validate
 
 from dphpo import study
 from dphpo.errors import DPHPOError
+from dphpo.features.pretrain import check_pretraining_config, checkpoint_path
+from dphpo.hpo import registry
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -15,6 +17,8 @@ try:
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
     study.check_config(config)
+    registry.check_config(config)  # baselines: known names, feasible plans
+    check_pretraining_config(config)  # pretrained_public names a section
 except DPHPOError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 
@@ -37,6 +41,14 @@ def features_h5(wildcards):
     return f"results/features/{wildcards.dataset}/{wildcards.extractor}.h5"
 
 
+def pretrained_checkpoint(wildcards):
+    """The checkpoint a `pretrained_public` extractor loads (rule pretrain_public makes it), else none."""
+    spec = config["extractors"].get(wildcards.extractor, {})
+    if spec.get("kind") != "pretrained_public":
+        return []
+    return spec.get("checkpoint") or checkpoint_path(spec["pretrain"])
+
+
 def method_results(method, dataset, extractor, variant="default"):
     """Every result.json of a method on one study: all seeds × all target ε."""
     return expand(
@@ -46,11 +58,24 @@ def method_results(method, dataset, extractor, variant="default"):
     )
 
 
+def baseline_results():
+    """Every result.json of the baselines the config runs (feature studies and opt-in CNN studies)."""
+    return [
+        f
+        for dataset, extractor, method in registry.method_jobs(config)
+        for f in method_results(method, dataset, extractor)
+    ]
+
+
 def study_outputs():
     return [
         "results/tables/linear_scaling.md",
         "results/tables/linear_scaling.csv",
         "results/figures/linear_scaling_accuracy_vs_eps.png",
+        "results/tables/hpo_comparison.md",
+        "results/tables/hpo_comparison.csv",
+        "results/tables/hpo_comparison.tex",
+        "results/figures/hpo_comparison_accuracy_vs_eps.png",
     ]
 
 
@@ -70,3 +95,78 @@ def all_stages(wildcards):
     cfg = study.variant_config(config, wildcards.variant)
     n_stages = len(study.linear_scaling_config(cfg).stage_eps)
     return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]
+
+
+# The paper target (paper.smk): what each table and figure reads, from the config.
+from dphpo.report import figures as paper_figures
+from dphpo.report import paper as paper_tables
+
+PAPER = paper_tables.Paper(config)
+PAPER_TABLE_FORMATS = ["md", "csv", "tex", "html"]
+
+
+def paper_table_inputs(name):
+    """Input function of a table rule: {results: [...], other: [...]} from the config."""
+
+    def inputs(wildcards):
+        return paper_tables.inputs(config, name)
+
+    return inputs
+
+
+def paper_figure_inputs(name):
+    def inputs(wildcards):
+        return paper_figures.inputs(
+            config,
+            name,
+            wildcards.get("dataset"),
+            wildcards.get("extractor"),
+        )
+
+    return inputs
+
+
+def paper_outputs():
+    """Every table (four formats), every figure and the provenance table of the paper target."""
+    tables = expand(
+        "results/tables/{table}.{ext}",
+        table=paper_tables.TABLES,
+        ext=PAPER_TABLE_FORMATS,
+    )
+    heatmaps = [
+        f"results/figures/heatmaps/{d}/{e}.png"
+        for d, e in paper_figures.heatmap_studies(PAPER)
+    ]
+    pareto = [
+        f"results/figures/pareto/{d}.png" for d in paper_figures.pareto_datasets(PAPER)
+    ]
+    return (
+        tables
+        + heatmaps
+        + pareto
+        + [
+            "results/figures/figure3_r_vs_eps.png",
+            "results/figures/figure6_r_vs_gap.png",
+            "results/tables/provenance.md",
+            "results/tables/provenance.html",
+        ]
+    )
+
+
+def paper_all_results(wildcards):
+    """Every result file any paper table or figure reads (the provenance table's inputs)."""
+    files = {}
+    for name in paper_tables.TABLES:
+        for f in paper_tables.inputs(config, name)["results"]:
+            files[f] = None
+    for f in paper_figures.inputs(config, "figure3") + paper_figures.inputs(
+        config, "figure6"
+    ):
+        files[f] = None
+    for d, e in paper_figures.heatmap_studies(PAPER):
+        for f in paper_figures.inputs(config, "heatmap", d, e):
+            files[f] = None
+    for d in paper_figures.pareto_datasets(PAPER):
+        for f in paper_figures.inputs(config, "pareto", d):
+            files[f] = None
+    return list(files)

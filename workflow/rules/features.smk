@@ -2,6 +2,8 @@
 
 
 rule extract_features:
+    input:
+        pretrained=pretrained_checkpoint,
     output:
         features="results/features/{dataset}/{extractor}.h5",
     log:
@@ -13,5 +15,8 @@ rule extract_features:
     threads: config["threads"]["extract"]
     resources:
         **rule_resources("extract_features", gpu=1, mem_mb=16000, runtime=120),
+    params:
+        extractor=lambda w: config["extractors"].get(w.extractor),
+        data_dir=config["data_dir"],
     script:
         "../scripts/extract_features.py"

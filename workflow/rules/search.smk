@@ -17,6 +17,8 @@ rule linear_scaling_stage:
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
     script:
         "../scripts/linear_scaling_stage.py"
 
@@ -43,6 +45,8 @@ rule linear_scaling_final:
     threads: config["threads"]["train"]
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
     script:
         "../scripts/linear_scaling_final.py"
 
@@ -62,5 +66,7 @@ rule nonprivate_reference:
     threads: config["threads"]["train"]
     resources:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study.run_settings_hash(config, "default", w.extractor),
     script:
         "../scripts/nonprivate_reference.py"

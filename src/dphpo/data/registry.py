@@ -140,7 +140,9 @@ def stratified_split(labels: np.ndarray, test_fraction: float = TEST_FRACTION, s
     """Seeded stratified split: per class, a random `round(n_c * test_fraction)` go to test.
 
     Implemented with numpy only (not scikit-learn) so the split does not change with library
-    versions. Returns sorted (train_idx, test_idx).
+    versions. Returns sorted (train_idx, test_idx): both splits keep the source order, so a
+    source sorted by class (the tweets CSV) gives class-sorted splits. Do not take prefixes
+    (`x[:n]`) as samples; use `max_train`/`max_test` (seeded random subsets) or shuffle.
     """
     labels = np.asarray(labels)
     rng = np.random.default_rng(seed)

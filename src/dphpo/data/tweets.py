@@ -6,7 +6,8 @@ positive 6,954). It is located through `importlib.util.find_spec` without import
 (whose nltk import is not needed). The file is not valid UTF-8: it was saved with the Mac Roman
 code page (e.g. the byte 0xD1 is an em dash), so it is decoded as `mac_roman`, which maps every
 byte and is therefore deterministic. Labels are the sorted class names -> 0, 1, 2. Split: fixed
-stratified 80/20 with seed `SPLIT_SEED` = 0.
+stratified 80/20 with seed `SPLIT_SEED` = 0. The CSV is sorted by sentiment and the splits keep
+that order (train and test are class-sorted): sample with `max_train`/`max_test`, never by prefix.
 """
 
 from __future__ import annotations

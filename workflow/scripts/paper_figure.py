@@ -1,0 +1,9 @@
+"""One figure of seed 000 (params.figure; heatmaps per study, Pareto fronts per dataset)."""
+
+import logging
+
+from dphpo.report import figures
+
+logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+figures.draw(snakemake.config, snakemake.params.figure, snakemake.output.figure, **dict(snakemake.wildcards.items()))
+logging.info("%s written to %s", snakemake.params.figure, snakemake.output.figure)
