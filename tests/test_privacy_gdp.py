@@ -189,3 +189,16 @@ def test_prv_sigma_for_meets_the_target():
     sigma = prv_sigma_for(q, steps, eps, delta, rtol=1e-2)
     assert prv_eps_subsampled_gaussian(q, sigma, steps, delta) <= eps
     assert prv_eps_subsampled_gaussian(q, sigma / 1.02, steps, delta) > eps
+
+
+def test_smallest_sigma_finds_the_closed_form_sigma_from_above():
+    from dphpo.privacy.calibrate import smallest_sigma
+
+    steps, eps, delta = 50, 1.0, 1e-5
+    exact = math.sqrt(steps) / mu_from_eps(eps, delta)
+    found = smallest_sigma(lambda s: eps_from_mu(math.sqrt(steps) / s, delta) <= eps, rtol=1e-6)
+    assert exact <= found <= exact * (1 + 1e-6)
+    with pytest.raises(ValueError, match="meets eps=1"):
+        smallest_sigma(lambda s: False, ceiling=1e3, what="eps=1")
+    with pytest.raises(ValueError, match="down to 0.001"):
+        smallest_sigma(lambda s: True, floor=1e-3, floor_is_error=True)

@@ -57,24 +57,22 @@ def mean_at_least_one(text: str) -> float:
     return x
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, lowest: int) -> int:
     try:
         x = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+        x = lowest - 1
+    if x < lowest:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {lowest}, got {text!r}")
     return x
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return x
+    return _int_at_least(text, 0)
 
 
 def _float(text: str) -> float:

@@ -164,6 +164,13 @@ class Extractor:
         return {"extractor": self.name, "kind": self.kind, "extractor_kind": self.kind,
                 "extractor_modality": self.modality}
 
+    @property
+    def weights_sha256(self) -> str:
+        """sha256 of the network's state dict, computed once (extractors with a `model`)."""
+        if getattr(self, "_weights_sha256", None) is None:
+            self._weights_sha256 = state_dict_sha256(self.model.state_dict())
+        return self._weights_sha256
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, kind={self.kind!r})"
 
@@ -223,12 +230,6 @@ class TorchImageExtractor(Extractor):
                 p.requires_grad_(False)
             self._model = model
         return self._model
-
-    @property
-    def weights_sha256(self) -> str:
-        if self._weights_sha256 is None:
-            self._weights_sha256 = state_dict_sha256(self.model.state_dict())
-        return self._weights_sha256
 
     def extract(self, inputs, *, device: torch.device | str = "cpu", batch_size: int | None = None,
                 progress: bool = True) -> np.ndarray:
@@ -482,12 +483,6 @@ class MiniLMExtractor(Extractor):
             dim = get_dim()
             self.feature_dim = int(dim) if dim else self.feature_dim
         return self._model
-
-    @property
-    def weights_sha256(self) -> str:
-        if self._weights_sha256 is None:
-            self._weights_sha256 = state_dict_sha256(self.model.state_dict())
-        return self._weights_sha256
 
     def extract(self, inputs, *, device: torch.device | str = "cpu", batch_size: int | None = None,
                 progress: bool = True) -> np.ndarray:

@@ -18,6 +18,7 @@ import torch
 
 from dphpo.errors import ConfigError
 from dphpo.io import atomic_path, write_json
+from dphpo.privacy.calibrate import smallest_sigma
 from dphpo.privacy.ledger import Ledger, LedgerEntry
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
 
@@ -36,28 +37,6 @@ def rdp_eps_of_gaussian(mu: float, delta: float) -> float:
     from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp
 
     return float(rdp_to_dp(RUN_RDP_ORDERS, gdp_rdp(mu, RUN_RDP_ORDERS), delta))
-
-
-def _smallest_sigma(ok, start: float, rtol: float = 1e-4) -> float:
-    """Smallest σ (within rtol, on the feasible side) with ok(σ) true; ok must be monotone in σ."""
-    lo = hi = max(float(start), 1e-6)
-    if ok(hi):
-        while ok(lo):
-            hi, lo = lo, lo / 2.0
-            if lo < 1e-9:
-                return hi
-    else:
-        while not ok(hi):
-            lo, hi = hi, hi * 2.0
-            if hi > 1e12:
-                raise ValueError("no noise multiplier below 1e12 meets the privacy budget")
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 @dataclass(frozen=True)
@@ -171,7 +150,7 @@ class TrainSettings:
             from dphpo.privacy.gdp import mu_from_eps
 
             return self.sigma_for(mu_from_eps(eps, self.delta), steps)
-        return _smallest_sigma(lambda sigma: self.standalone_eps(sigma, steps, n_train) <= eps, self.sigma_for(1.0, steps))
+        return smallest_sigma(lambda sigma: self.standalone_eps(sigma, steps, n_train) <= eps, self.sigma_for(1.0, steps))
 
     def final_sigma(self, spent: Ledger, total_eps: float, steps: int, n_train: int) -> float:
         """Smallest σ for a last run such that `spent` plus it is (total_eps, δ)-DP (bisection)."""
@@ -181,7 +160,7 @@ class TrainSettings:
             trial.append(self.run_entry("final run", sigma, steps, n_train))
             return trial.total(self.delta)["eps"] <= total_eps
 
-        return _smallest_sigma(ok, self.sigma_for(1.0, steps))
+        return smallest_sigma(ok, self.sigma_for(1.0, steps))
 
 
 @dataclass

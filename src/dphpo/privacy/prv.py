@@ -13,6 +13,8 @@ from typing import Any
 from prv_accountant import PRVAccountant
 from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
 
+from dphpo.privacy.calibrate import smallest_sigma
+
 ACCOUNTANT = "prv_accountant (PRVAccountant, PoissonSubsampledGaussianMechanism), upper bound"
 
 
@@ -82,23 +84,5 @@ def prv_sigma_for(q: float, steps: int, eps: float, delta: float, eps_error: flo
     def ok(sigma: float) -> bool:
         return prv_eps_subsampled_gaussian(q, sigma, steps, delta, eps_error) <= eps
 
-    lo, hi = 0.5, 1.0
-    if ok(hi):
-        while ok(lo):
-            hi, lo = lo, lo / 2.0
-            if lo < 1e-3:
-                raise ValueError(f"eps={eps} is met by every sigma >= 1e-3 (q={q}, steps={steps})")
-    else:
-        lo = hi
-        hi = 2.0
-        while not ok(hi):
-            lo, hi = hi, hi * 2.0
-            if hi > 1e5:
-                raise ValueError(f"no sigma below 1e5 reaches eps={eps} (q={q}, steps={steps}, delta={delta})")
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_sigma(ok, start=1.0, floor=1e-3, ceiling=1e5, rtol=rtol, floor_is_error=True,
+                          what=f"eps={eps} (q={q}, steps={steps}, delta={delta})")
