@@ -152,3 +152,19 @@ def test_stage_two_range_extends_upwards_when_first_pick_exceeds_cap(digits_feat
     s1["searches"][0]["selected_r"] = 0.9 * SPACE.r_max  # far above later_stage_cap · r_max
     s2 = ls.run_stage(digits_features, SETTINGS, lsc, SPACE, SELECTION, [4.0], seed=1, stage=2, previous=s1, progress=False)
     assert all(t["r_requested"] >= 0.9 * SPACE.r_max * (1 - 1e-9) for t in s2["searches"][0]["trials"])
+
+
+def test_stratified_sampling_puts_one_draw_in_each_slice_of_the_log_range():
+    space = SearchSpace(eta_min=0.01, eta_max=3.0, eta_num=7, steps=(10, 25, 50, 100), r_sampling="stratified_log_uniform")
+    edges = np.geomspace(space.r_min, space.r_max, 4)
+    lows = []
+    for seed in range(50):
+        r = space.sample_r(np.random.default_rng(seed), 3)
+        assert np.all((edges[:-1] <= r) & (r <= edges[1:])), r
+        lows.append(r[0])
+    assert np.ptp(lows) > 0.5 * (edges[1] - edges[0])  # random within each slice, not a fixed grid
+    plain = SearchSpace(eta_min=0.01, eta_max=3.0, eta_num=7, steps=(10, 25, 50, 100))
+    all_low = sum(np.all(plain.sample_r(np.random.default_rng(s), 3) < edges[2]) for s in range(300))
+    assert all_low > 50  # log-uniform: (2/3)^3 ≈ 30 % of searches never try the top third
+    with pytest.raises(ConfigError, match="search_space.r_sampling"):
+        SearchSpace(eta_min=0.01, eta_max=3.0, eta_num=7, steps=(10,), r_sampling="sobol")

@@ -26,6 +26,9 @@ class Decomposed:
         return self.eta * self.steps
 
 
+R_SAMPLINGS = ("log_uniform", "uniform", "stratified_log_uniform")
+
+
 @dataclass(frozen=True)
 class SearchSpace:
     """η on a log grid [eta_min, eta_max] (eta_num points), T on an explicit grid of steps."""
@@ -34,7 +37,10 @@ class SearchSpace:
     eta_max: float
     eta_num: int
     steps: tuple[int, ...]
-    r_sampling: str = "log_uniform"  # or "uniform" (seed 000 Alg. 3 samples uniformly)
+    # "log_uniform" or "uniform" (seed 000 Alg. 3 samples uniformly); "stratified_log_uniform":
+    # one log-uniform draw in each of `size` equal slices of the log range, so n = 3 draws cannot
+    # all land in the low decade (data-independent, so no privacy cost)
+    r_sampling: str = "log_uniform"
     decompose_policy: str = "min_steps"  # or "max_steps"
 
     def __post_init__(self) -> None:
@@ -42,8 +48,8 @@ class SearchSpace:
             raise ConfigError(f"search_space.eta: need 0 < min <= max, got min={self.eta_min}, max={self.eta_max}")
         if not self.steps or min(self.steps) < 1:
             raise ConfigError(f"search_space.steps: need a non-empty list of positive integers, got {self.steps}")
-        if self.r_sampling not in ("log_uniform", "uniform"):
-            raise ConfigError(f"search_space.r_sampling: expected 'log_uniform' or 'uniform', got {self.r_sampling!r}")
+        if self.r_sampling not in R_SAMPLINGS:
+            raise ConfigError(f"search_space.r_sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.r_sampling!r}")
         if self.decompose_policy not in ("min_steps", "max_steps"):
             raise ConfigError(
                 f"search_space.decompose_policy: expected 'min_steps' or 'max_steps', got {self.decompose_policy!r}"
@@ -79,14 +85,17 @@ class SearchSpace:
         return float(min(max(r, self.r_min), self.r_max))
 
     def sample_r(self, rng: np.random.Generator, size: int, lo: float | None = None, hi: float | None = None) -> np.ndarray:
-        """`size` values of r from [lo, hi] (default the whole range), log-uniform or uniform."""
+        """`size` values of r from [lo, hi] (default the whole range), as `r_sampling` says."""
         lo = self.r_min if lo is None else self.clamp_r(lo)
         hi = self.r_max if hi is None else self.clamp_r(hi)
         if hi < lo:
             lo, hi = hi, lo
         if self.r_sampling == "uniform":
             return rng.uniform(lo, hi, size)
-        return np.exp(rng.uniform(math.log(lo), math.log(hi), size))
+        u = rng.uniform(0.0, 1.0, size)
+        if self.r_sampling == "stratified_log_uniform":
+            u = (np.arange(size) + u) / size
+        return np.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
 
     def decompose(self, r: float) -> Decomposed:
         """Split r into (η, T) with T on the grid and η = r/T clipped to [eta_min, eta_max].

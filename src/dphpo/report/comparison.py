@@ -17,6 +17,7 @@ from typing import Sequence
 
 from dphpo.io import write_text
 from dphpo.report.tables import Table, as_float, load_results, mean_std, pct
+from dphpo.report.plotting import eps_axis
 
 RANDOM = "random_search"
 ORACLE = "grid_oracle"
@@ -189,7 +190,9 @@ def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) ->
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         for method in sorted({r["method_id"] for r in sub}, key=_method_order):
             line = sorted((r for r in sub if r["method_id"] == method), key=lambda r: r["target ε"])
-            style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2} if method == OURS else {}
+            # a method keeps its colour in every panel
+            color = f"C{_method_order(method)[0] % 10}"
+            style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2, "color": color} if method == OURS else {"color": color}
             ax.errorbar(
                 [r["target ε"] for r in line],
                 [100 * r["accuracy_mean"] for r in line],
@@ -202,13 +205,17 @@ def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) ->
             )
         if (dataset, extractor) in ref_acc:
             ax.axhline(100 * ref_acc[(dataset, extractor)], ls=":", color="k", lw=1, label="non-private training (ε = ∞)")
-        ax.set_xscale("log")
-        ax.set_xlabel("total ε (search included; oracle: search not accounted)")
+        eps_axis(ax, [r["target ε"] for r in sub], "total ε (search included; oracle: search not accounted)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="lower right")
-    fig.tight_layout()
+    # one legend under the panels: inside them it hid the low-ε end of the curves
+    legend = {}
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(5, len(legend) or 1), fontsize=8)
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(legend) / 5), 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=130)
     plt.close(fig)

@@ -24,6 +24,7 @@ import numpy as np
 from dphpo.io import atomic_path
 from dphpo.report.paper import DEFAULT, LS, Paper, Results, Source
 from dphpo.report.tables import as_float, mean_std
+from dphpo.report.plotting import eps_axis
 
 ORACLE = "grid_oracle"
 FIGURES = ("figure3", "heatmap", "figure6", "pareto")
@@ -221,8 +222,7 @@ def draw_figure3(config: dict, path: str | Path) -> None:
             eps = list(results)
             ms = [mean_std([r["test_accuracy"] for r in v]) for v in results.values()]
             ax_acc.errorbar(eps, [100 * m for m, _ in ms], yerr=[100 * s for _, s in ms], marker="o", capsize=3, color=color, label=label)
-        ax_acc.set_xscale("log")
-        ax_acc.set_xlabel("total target ε (δ = %g)" % p.delta)
+        eps_axis(ax_acc, [e for results in (ours, oracle) for e in results], "total target ε (δ = %g)" % p.delta)
         ax_acc.set_ylabel("test accuracy (%)")
         ax_acc.grid(alpha=0.3)
         ax_acc.legend(fontsize=8)
@@ -308,11 +308,12 @@ def draw_pareto(config: dict, dataset: str, path: str | Path) -> None:
     fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (seed 000, Fig. 19/20)", fontsize=10)
     extractors = pareto_extractors(p, dataset)
     missing = [s.need for s in src.values() if s.need]
-    drawn = False
+    drawn, all_eps = False, []
     for k, e in enumerate(extractors):
         oracle = by_target(res.many(src[f"oracle:{e}"]))
         ours = by_target(res.many(src[f"ours:{e}"]))
         color = f"C{k}"
+        all_eps += list(oracle) + list(ours)
         if oracle:
             eps = list(oracle)
             bests = [best_point(v) for v in oracle.values()]
@@ -329,8 +330,7 @@ def draw_pareto(config: dict, dataset: str, path: str | Path) -> None:
         _needs(ax_r, *(missing or [f"studies: no extractor on {dataset}"]))
     else:
         for ax, ylabel in ((ax_acc, "test accuracy (%)"), (ax_r, "r = η · T")):
-            ax.set_xscale("log")
-            ax.set_xlabel("total target ε")
+            eps_axis(ax, all_eps, "total target ε")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)

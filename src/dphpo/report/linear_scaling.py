@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dphpo.report.tables import Table, as_float, load_results, mean_std, pct
+from dphpo.report.plotting import eps_axis
 
 
 def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]:
@@ -87,8 +88,7 @@ def plot(rows: list[dict], path: str | Path) -> None:
         ax.errorbar(eps, [100 * r["_mean"] for r in sub], yerr=[100 * r["_std"] for r in sub], marker="o", capsize=3, label="linear scaling (DP, search accounted)")
         if sub[0]["_ref"] is not None:
             ax.axhline(100 * sub[0]["_ref"], ls="--", color="k", lw=1, label="non-private (ε = ∞)")
-        ax.set_xscale("log")
-        ax.set_xlabel("total ε (search included)")
+        eps_axis(ax, eps, "total ε (search included)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)
