@@ -45,4 +45,5 @@ bench: install
 	$(BIN)/python benchmarks/trainer.py
 
 clean:
-	rm -rf results/* .snakemake
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf .snakemake
