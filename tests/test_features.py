@@ -106,6 +106,27 @@ def test_lite0_features(digits):
     np.testing.assert_allclose(e.extract(rgb, device=CPU, batch_size=4, progress=False), f[:4], rtol=1e-4, atol=1e-4)
 
 
+def test_bfloat16_precision_stays_close_to_fp32_and_is_recorded(digits, minilm):
+    imgs = digits.train_inputs[:16]
+    fp32 = get_extractor("lite0", {"kind": "efficientnet_lite0_packaged", "resolution": 64, "precision": "float32"})
+    bf16 = get_extractor("lite0", {"kind": "efficientnet_lite0_packaged", "resolution": 64, "precision": "bfloat16"})
+    a = fp32.extract(imgs, device=CPU, batch_size=16, progress=False)
+    b = bf16.extract(imgs, device=CPU, batch_size=16, progress=False)
+    assert b.dtype == np.float32 and not np.array_equal(a, b)  # computed in another arithmetic
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cos.min() > 0.98
+    assert bf16.precision_attrs(CPU) == {"precision": "bfloat16", "compute_dtype": "bfloat16"}
+    assert fp32.precision_attrs(CPU)["compute_dtype"] == "float32"
+    assert get_extractor("e", {"kind": "efficientnet_lite0_packaged"}).precision_attrs(CPU)["compute_dtype"] == "float32"
+    assert get_extractor("r", {"kind": "raw", "precision": "bfloat16"}).precision_attrs(CPU)["compute_dtype"] == "float32"
+    texts = ["The cat sits on the mat.", "Quarterly revenue rose by ten percent.", "ok"]
+    text_bf16 = get_extractor("m", {"kind": "minilm", "precision": "bfloat16"})
+    np.testing.assert_allclose((minilm.extract(texts, device=CPU, progress=False) *
+                                text_bf16.extract(texts, device=CPU, progress=False)).sum(1), 1.0, atol=1e-3)
+    with pytest.raises(ConfigError, match="precision"):
+        ex.autocast_dtype(CPU, "int8")
+
+
 def test_timm_extractor_with_local_checkpoint(tmp_path, digits):
     import timm
 

@@ -54,11 +54,13 @@ def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
     print(f"paper.yaml dry-run: {jobs['total']} jobs in {seconds:.1f} s")
     # low thousands: trials are batched into one job per (study, method/stage, variant, seed)
     assert 1000 <= jobs["total"] <= 3000
-    # 5 datasets × 4 timm models + CIFAR10 with the two pretrained-on-public extractors (+ CNN pixels)
-    assert jobs["extract_features"] == 23 and jobs["pretrain_public"] == 2
-    assert jobs["nonprivate_reference"] == 22
+    # 5 datasets × 4 timm models + CIFAR10 with the four pretrained-on-public extractors (two of them
+    # GroupNorm WRNs without / with DP continual pre-training, seed 003) (+ CNN pixels)
+    assert jobs["extract_features"] == 25 and jobs["pretrain_public"] == 4
+    assert jobs["nonprivate_reference"] == 24
     for rule in ["paper_table2", "paper_table3", "paper_table4", "paper_table5", "paper_table10", "paper_table11",
-                 "paper_table13", "paper_table15", "paper_table16", "paper_figure3", "paper_figure6", "paper_provenance"]:
+                 "paper_table13", "paper_table15", "paper_table16", "paper_dp_continual", "paper_figure3",
+                 "paper_figure6", "paper_provenance"]:
         assert jobs[rule] == 1, rule
     assert jobs["paper_heatmap"] == 12 and jobs["paper_pareto"] == 4
     assert seconds < 180
@@ -79,7 +81,9 @@ def test_paper_embedded_dry_run_builds_every_table_and_figure(tmp_path):
     proc = snakemake("-n", "--quiet", "rules", "--configfile", "config/paper_embedded.yaml", "--replace-workflow-config", "paper", "-d", str(tmp_path))
     jobs = job_counts(proc.stdout + proc.stderr)
     assert jobs["total"] < 300  # sized for about an hour on 2 cores
-    assert jobs["paper_heatmap"] == 3 and jobs["paper_pareto"] == 2 and jobs["pretrain_public"] == 1
+    # 5 studies (MNIST × 2, tweets, digits × 2 for seed 003), 3 datasets, 3 pretrained extractors
+    assert jobs["paper_heatmap"] == 5 and jobs["paper_pareto"] == 3 and jobs["pretrain_public"] == 3
+    assert jobs["paper_dp_continual"] == 1
 
 
 def test_paper_embedded_runs_the_default_studys_settings():

@@ -249,3 +249,16 @@ def test_accuracy_counts_equal_direct_argmax_counts():
         assert torch.equal(counts, direct)
     assert direct[0] == int((y == 0).sum())
     assert direct[1] > 2 * n / k
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 4 * D * 7, 4 * D * N])
+def test_row_chunks_of_the_fused_pass_do_not_change_results(monkeypatch, chunk_bytes):
+    # one row per chunk, chunks of 7 rows (the last one short), and the whole batch at once
+    x, y = make_data(seed=10)
+    args = ([0.3, 1.0, 0.5], [4, 6, 2], [1.0, 0.5, 0.0], [21, 22, 23])
+    monkeypatch.setattr(dpgd, "CPU_CHUNK_BYTES", 4 * D * N)
+    whole = batch(*args, x, y)
+    poisson = batch(*args, x, y, sample_rate=0.5)
+    monkeypatch.setattr(dpgd, "CPU_CHUNK_BYTES", chunk_bytes)
+    torch.testing.assert_close(batch(*args, x, y), whole, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(batch(*args, x, y, sample_rate=0.5), poisson, rtol=1e-5, atol=1e-6)

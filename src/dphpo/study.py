@@ -121,6 +121,7 @@ def provenance(config: dict, features: PreparedFeatures | None = None, **extra: 
             "dataset_checksum": features.attrs.get("dataset_checksum"),
             "n_train": features.n_train,
             "n_test": features.n_test,
+            "upstream_privacy": features.attrs.get("upstream_privacy"),
         }
     block.update(extra)
     return block

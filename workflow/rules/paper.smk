@@ -18,6 +18,7 @@ localrules:
     paper_table13,
     paper_table15,
     paper_table16,
+    paper_dp_continual,
     paper_figure3,
     paper_heatmap,
     paper_figure6,
@@ -246,6 +247,32 @@ rule paper_table16:
         "../../envs/dphpo.yaml"
     params:
         table="table16",
+    script:
+        "../scripts/paper_table.py"
+
+
+rule paper_dp_continual:
+    input:
+        unpack(paper_table_inputs("dp_continual")),
+    output:
+        md="results/tables/dp_continual.md",
+        csv="results/tables/dp_continual.csv",
+        tex="results/tables/dp_continual.tex",
+        html=report(
+            "results/tables/dp_continual.html",
+            caption="../report/paper_dp_continual.rst",
+            category="Tables",
+            labels={
+                "item": "DP continual pre-training",
+                "reproduces": "seed 003 in front of the linear scaling rule",
+            },
+        ),
+    log:
+        "results/logs/paper/dp_continual.log",
+    conda:
+        "../../envs/dphpo.yaml"
+    params:
+        table="dp_continual",
     script:
         "../scripts/paper_table.py"
 

@@ -82,7 +82,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     log.info("%s on %s: %s + %s features in %.1f s (%.0f inputs/s, device %s, %d threads)", extractor, dataset,
              x_train.shape, x_test.shape, t_extract, n / max(t_extract, 1e-9), dev, torch.get_num_threads())
 
-    attrs = dict(ext.attrs())
+    attrs = dict(ext.attrs()) | ext.precision_attrs(dev)
     attrs.update(
         extractor=extractor,
         extractor_spec=spec,

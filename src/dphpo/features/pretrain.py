@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 PRETRAINED_DIR = "results/pretrained"
 CHECKPOINT_FORMAT = "dphpo.pretrained/1"
 OPTIMIZERS = ("sgd", "adamw")
+SWITCHES = ("fixed", "early_stopping")
 EVAL_BATCH = 512
 MAX_EVAL_TRAIN = 10_000  # public train accuracy is measured on (at most) the first images
 NORM_STATS_IMAGES = 10_000
@@ -77,6 +78,11 @@ class PretrainConfig:
     width: int | None = None
     norm: str = "batch"
     device: str = "auto"
+    # seed 003 §4.3: "fixed" trains all epochs; "early_stopping" ends the public stage once the loss on
+    # the public test split has not improved for `patience` epochs and keeps the best epoch's weights
+    switch: str = "fixed"
+    patience: int = 1
+    private_stage: dict | None = None  # DP continual pre-training (dphpo.features.continual)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], name: str = "?") -> "PretrainConfig":
@@ -115,6 +121,14 @@ class PretrainConfig:
                 raise ConfigError(f"{where}.{key} must be ≥ 1")
         if not self.lr > 0:
             raise ConfigError(f"{where}.lr must be > 0")
+        if self.switch not in SWITCHES:
+            raise ConfigError(f"{where}.switch must be one of {SWITCHES}, got {self.switch!r}")
+        if int(self.patience) < 1:
+            raise ConfigError(f"{where}.patience must be >= 1")
+        if self.private_stage is not None:
+            from dphpo.features.continual import check_private_stage
+
+            check_private_stage(self.private_stage, self.public_dataset, self.norm, where)
 
     def arch_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {"norm": self.norm}
@@ -138,6 +152,9 @@ def check_pretraining_config(config: Mapping[str, Any]) -> None:
         if pre not in sections and not spec.get("checkpoint"):
             raise ConfigError(f"extractors.{name}.pretrain: {pre!r} is not defined under `pretraining` "
                               f"(defined: {', '.join(sorted(sections)) or 'none'})")
+    from dphpo.features.continual import check_study_overlap
+
+    check_study_overlap(config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,6 +273,7 @@ def pretrain(cfg: PretrainConfig, dataset, *, device: str | torch.device | None 
     # on a GPU the whole uint8 training set lives on the device (1.5 GB for 500k 32x32 images)
     x_source = torch.from_numpy(np.ascontiguousarray(x_train)).to(device) if device.type == "cuda" else x_train
     history = []
+    best = {"epoch": 0, "val_loss": math.inf, "state": None}
     start_time = time.perf_counter()
     bar = tqdm(total=total_steps, desc=f"pretrain {cfg.arch} on {dataset.name}", unit="step",
                disable=not progress, mininterval=2.0)
@@ -289,7 +307,20 @@ def pretrain(cfg: PretrainConfig, dataset, *, device: str | torch.device | None 
                         "elapsed_s": round(time.perf_counter() - start_time, 2)})
         log.info("epoch %d/%d: loss %.4f, running accuracy %.4f", epoch + 1, cfg.epochs,
                  history[-1]["train_loss"], history[-1]["train_accuracy_running"])
+        if cfg.switch == "early_stopping":
+            _, val_loss = evaluate(model, dataset.test_inputs, dataset.test_labels, resolution=cfg.resolution,
+                                   mean=mean, std=std, device=device)
+            history[-1]["public_val_loss"] = val_loss
+            if val_loss < best["val_loss"]:
+                best = {"epoch": epoch + 1, "val_loss": val_loss,
+                        "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+            elif epoch + 1 - best["epoch"] >= int(cfg.patience):
+                log.info("switch: public validation loss has not improved for %d epoch(s); keeping epoch %d",
+                         cfg.patience, best["epoch"])
+                break
     bar.close()
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
     train_time = time.perf_counter() - start_time
     n_eval = min(n, MAX_EVAL_TRAIN)
     train_acc, train_loss = evaluate(model, x_train[:n_eval], y_train[:n_eval], resolution=cfg.resolution,
@@ -310,20 +341,29 @@ def pretrain(cfg: PretrainConfig, dataset, *, device: str | torch.device | None 
         "device": str(device),
         "torch_threads": torch.get_num_threads(),
         "steps": total_steps,
+        "switch": {"rule": cfg.switch, "epoch": best["epoch"] if cfg.switch == "early_stopping" else len(history),
+                   "epochs_run": len(history), "max_epochs": int(cfg.epochs),
+                   "statistic": "public test-split loss (no privacy cost)" if cfg.switch == "early_stopping" else None},
     }
     return model, record
 
 
-def make_checkpoint(name: str, cfg: PretrainConfig, dataset, model: FeatureNet, record: dict[str, Any]) -> dict:
-    """The checkpoint dict (tensors, numbers, strings, lists only: loads with weights_only=True)."""
+def make_checkpoint(name: str, cfg: PretrainConfig, dataset, model: FeatureNet, record: dict[str, Any],
+                    private_stage: dict[str, Any] | None = None) -> dict:
+    """The checkpoint dict (tensors, numbers, strings, lists only: loads with weights_only=True).
+
+    With a private stage the network's head is the private dataset's, and `private_stage` holds its
+    record (`dphpo.features.continual.continue_privately`): plan, σ, ledger and (ε, δ) guarantee.
+    """
     state = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
     training = dataclasses.asdict(cfg)
+    num_classes = private_stage["dataset"]["num_classes"] if private_stage else dataset.num_classes
     return {
         "format": CHECKPOINT_FORMAT,
         "name": name,
         "arch": cfg.arch,
         "arch_options": cfg.arch_options(),
-        "num_classes": int(dataset.num_classes),
+        "num_classes": int(num_classes),
         "feature_dim": int(model.feature_dim),
         "state_dict": state,
         "weights_sha256": state_dict_sha256(state),
@@ -340,6 +380,8 @@ def make_checkpoint(name: str, cfg: PretrainConfig, dataset, model: FeatureNet, 
         "device": record["device"],
         "torch_threads": record["torch_threads"],
         "steps": record["steps"],
+        "switch": record["switch"],
+        "private_stage": private_stage,
         "package_versions": package_versions(),
     }
 
@@ -391,7 +433,14 @@ def run_pretraining(name: str, section: Mapping[str, Any], out_path: str | Path,
              dataset.n_train, dataset.n_test, dataset.num_classes, dataset.checksum[:12], data_time)
     model, record = pretrain(cfg, dataset, device=device, progress=progress)
     record["time_s"]["data"] = round(data_time, 2)
-    ckpt = make_checkpoint(name, cfg, dataset, model, record)
+    private = None
+    if cfg.private_stage is not None:
+        from dphpo.features.continual import PrivateStageConfig, continue_privately
+
+        stage = PrivateStageConfig.from_config(cfg.private_stage, f"pretraining.{name}.private_stage")
+        model, private = continue_privately(model, stage, record["input"], data_dir=data_dir, download=download,
+                                            device=device or cfg.device, progress=progress)
+    ckpt = make_checkpoint(name, cfg, dataset, model, record, private)
     digest = save_checkpoint(ckpt, out_path, summary_path)
     log.info("wrote %s (sha256 %s)", out_path, digest)
     summary = {k: v for k, v in ckpt.items() if k != "state_dict"}

@@ -33,7 +33,7 @@ LS = "linear_scaling"
 NONPRIVATE = "nonprivate"
 RUN_RULE = "run_method"  # workflow/rules/baselines.smk: one job per (study, method, variant, seed)
 
-TABLES = ("table2", "table3", "table4", "table5", "table10", "table11", "table13", "table15", "table16")
+TABLES = ("table2", "table3", "table4", "table5", "table10", "table11", "table13", "table15", "table16", "dp_continual")
 TABLE_TITLES = {
     "table2": "Table 2: CIFAR10-style comparison with and without public data (Koskela, Papernot–Steinke, random, grid, ours)",
     "table3": "Table 3: random search / grid-search oracle / ours, and the relative error rate reduction",
@@ -44,6 +44,7 @@ TABLE_TITLES = {
     "table13": "Table 13: marginal cost of the search for several stage budgets (ε1, ε2)",
     "table15": "Table 15: ablations of the six design choices",
     "table16": "Table 16: ε = 0.1, 1 and ∞ next to prior work",
+    "dp_continual": "Seed 003: DP continual pre-training of the extractor (public stage, then DP-SGD on other private data)",
 }
 TABLE15_ROWS = [
     {"choice": "Classifier without bias", "baseline": "with a bias (Mehta et al. 2023b)", "variant": "bias"},
@@ -871,6 +872,69 @@ def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
     return Table(cols, rows, caption, notes)
 
 
+def plan_dp_continual(p: Paper) -> TablePlan:
+    """Studies whose extractor was pretrained by rule pretrain_public (with or without a private stage)."""
+    extractors = p.config.get("extractors") or {}
+    studies = p.studies_of("dp_continual") if "dp_continual" in p.section else [
+        (d, e) for d, e in p.studies if (extractors.get(e) or {}).get("kind") == "pretrained_public"
+    ]
+    rows, needs = [], []
+    if not studies:
+        needs.append("pretraining.<name> with a private_stage, an extractor {kind: pretrained_public, pretrain: <name>} "
+                     "and a study using it (see config/paper_embedded.yaml)")
+    for d, e in studies:
+        spec = extractors.get(e) or {}
+        srcs = {"ours": p.source(LS, d, e), "ref": p.reference_source(d, e)}
+        if spec.get("kind") == "pretrained_public" and spec.get("pretrain") in (p.config.get("pretraining") or {}):
+            srcs["pretrained"] = Source([f"results/pretrained/{spec['pretrain']}.json"])
+        else:
+            srcs["pretrained"] = Source(need=f"extractors.{e}: kind pretrained_public with a `pretraining` section")
+        rows.append(RowPlan({"dataset": d, "extractor": e}, srcs))
+    return TablePlan("dp_continual", rows, needs)
+
+
+def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
+    rows = []
+    for rp in plan.rows:
+        s = summarize(res.many(rp.sources["ours"]))
+        refs = res.many(rp.sources["ref"])
+        ref_acc = refs[0]["test_accuracy"] if refs else None
+        pre = read_json(rp.sources["pretrained"].files[0]) if rp.sources["pretrained"].ok else None
+        stage = (pre or {}).get("private_stage")
+        switch = (pre or {}).get("switch") or {}
+        rows.append(
+            {
+                **rp.key,
+                "public stage": None if pre is None else (
+                    f"{pre['public_dataset']['name']}, epoch {switch.get('epoch', '?')} of {switch.get('epochs_run', '?')} "
+                    f"({switch.get('rule', 'fixed')})"
+                ),
+                "private pre-training": "none (public only)" if pre is not None and not stage else None if stage is None else (
+                    f"{stage['dataset']['name']}: {stage['plan']['steps']} DP-SGD steps, q = {stage['plan']['sample_rate']:.3g}, "
+                    f"σ = {stage['plan']['sigma']:.3g}"
+                ),
+                "pre-training ε (its data)": None if not stage else round(stage["guarantee"]["eps"], 4),
+                "pre-training δ": None if not stage else stage["guarantee"]["delta"],
+                "target ε": p.eps,
+                **_summary_cells(s, acc_col=f"ε = {p.eps:g} (%)"),
+                "ε = ∞ (%)": points(ref_acc),
+                "gap (points)": None if (s is None or ref_acc is None) else round(100.0 * (ref_acc - s.mean), 2),
+            }
+        )
+    cols = ["dataset", "extractor", "public stage", "private pre-training", "pre-training ε (its data)", "pre-training δ",
+            "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)",
+            "selection"]
+    caption = (
+        f"Seed 003 (Bu et al.: pre-training DP models with limited public data) in front of seed 000's method: the "
+        "extractor is pretrained on public data (the switch to the private stage chosen from public statistics only) "
+        "and, where configured, pre-trained further with DP-SGD on *another* private dataset, then linear scaling runs "
+        f"on the study's data at target ε = {p.eps:g} (δ = {p.delta:g}, search included). Two guarantees for two "
+        "datasets: 'pre-training ε' is w.r.t. the pre-training data (prv-accountant upper bound), 'total ε' w.r.t. the "
+        "study's data; a study on the pre-training data itself is refused by the config check."
+    )
+    return Table(cols, rows, caption, _notes(plan))
+
+
 PLANS: dict[str, Callable[[Paper], TablePlan]] = {
     "table2": plan_table2,
     "table3": plan_table3,
@@ -881,6 +945,7 @@ PLANS: dict[str, Callable[[Paper], TablePlan]] = {
     "table13": plan_table13,
     "table15": plan_table15,
     "table16": plan_table16,
+    "dp_continual": plan_dp_continual,
 }
 BUILDERS = {
     "table2": build_table2,
@@ -892,6 +957,7 @@ BUILDERS = {
     "table13": build_table13,
     "table15": build_table15,
     "table16": build_table16,
+    "dp_continual": build_dp_continual,
 }
 
 

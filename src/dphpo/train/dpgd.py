@@ -10,6 +10,11 @@ step of H trials is one (N×d)·(d×HK) GEMM. Trials are sorted by T; the active
 so finished trials cost nothing. Each trial draws its noise from its own generator: its result does
 not depend on which other trials share its batch.
 
+One step is one pass over X in row chunks (`clipped_sums`): logits, softmax, clipping and the
+clipped sum of a chunk run while its rows are still in cache, so X streams from memory once per
+step instead of twice, and the softmax over the short class axis is done in place (torch.softmax
+on a last axis of K = 10 costs as much as a GEMM). benchmarks/trainer.py measures the gain.
+
 Minibatch ablation (seed 000, Table 15 "SGD (Batch=4096)"): with `sample_rate` q < 1 every step of
 every trial draws its own Poisson subset (each example kept with probability q, from the trial's
 generator, before that step's noise), sums the clipped gradients of that subset only, adds the same
@@ -20,14 +25,18 @@ accountants assume). Full batch (the method) is q = None.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-# Bound on N·H·K floats held for logits at once; larger trial batches are split into groups.
+# Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
+# larger trial batches are split into groups.
 MAX_LOGIT_ELEMENTS = 1 << 26
+# Bytes of X per row chunk on the CPU: small enough to stay in a last-level cache between a chunk's
+# two GEMMs (measured on a 32 MiB L3: 1–8 MiB chunks all give the full gain).
+CPU_CHUNK_BYTES = 8 << 20
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -91,7 +100,7 @@ def train_linear_dpgd(
     weights = torch.zeros(h_total, num_classes, d, dtype=features.dtype)
     if h_total == 0:
         return weights
-    per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, n * num_classes))
+    per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, num_classes * d))
     order = np.argsort(-np.asarray(trials.steps, dtype=np.int64), kind="stable")
     bar = tqdm(total=int(sum(int(t) for t in trials.steps)), desc=desc, unit="trial-step", disable=not progress)
     for start in range(0, h_total, per_group):
@@ -121,17 +130,12 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
     v = torch.zeros_like(w)
     for t in range(steps[0] if steps else 0):
         active = sum(1 for s in steps if s > t)  # prefix, since steps are sorted descending
-        wa = w[:active]
-        logits = (features @ wa.reshape(active * num_classes, d).T).view(n, active, num_classes)
-        resid = torch.softmax(logits, dim=2) - onehot.unsqueeze(1)  # P − Y, (N, H, K)
-        grad_norm = resid.norm(dim=2) * x_norm.unsqueeze(1)  # (N, H)
-        scale = torch.clamp(clip_norm / grad_norm.clamp_min(1e-12), max=1.0)
+        keep = None
         if sample_rate is not None:
             # Poisson subsampling: each trial keeps each example with probability q (its own generator).
             keep = torch.stack([torch.rand(n, generator=gens[j]) < sample_rate for j in range(active)], dim=1)
-            scale = scale * keep.to(device=device, dtype=dtype)
-        clipped_sum = (resid * scale.unsqueeze(2)).reshape(n, active * num_classes).T @ features
-        clipped_sum = clipped_sum.view(active, num_classes, d)
+            keep = keep.to(device=device, dtype=dtype)
+        clipped_sum = clipped_sums(features, x_norm, onehot, w[:active], clip_scales(clip_norm, keep))
         noise = torch.stack(
             [
                 torch.randn(num_classes, d, generator=gens[j], dtype=torch.float32) * (sigma[j] * clip_norm)
@@ -142,13 +146,71 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
         ).to(device=device, dtype=dtype)
         grad = (clipped_sum + noise) / (n if sample_rate is None else sample_rate * n)
         v[:active] = momentum * v[:active] + grad
-        w[:active] = wa - eta[:active] * v[:active]
+        w[:active] = w[:active] - eta[:active] * v[:active]
         bar.update(active)
     if free_step:
         # Post-processing (seed 000, Fig. 9): the momentum part of the next update, ρ·v, needs no
         # new gradient, so applying it costs no privacy.
         w = w - eta * momentum * v
     return w
+
+
+def chunk_rows(n: int, d: int, columns: int, device: torch.device) -> int:
+    """Rows of X per chunk of a fused pass: the logits budget, and on the CPU the cache budget."""
+    rows = MAX_LOGIT_ELEMENTS // max(1, columns)
+    if device.type == "cpu":
+        rows = min(rows, CPU_CHUNK_BYTES // (4 * max(1, d)))
+    return max(1, min(n, rows))
+
+
+def clip_scales(clip_norm: float, keep: torch.Tensor | None = None):
+    """`scales_of` of `clipped_sums` for DP-GD: min(1, C/‖g_i‖), times a Poisson keep mask (N, H) if given."""
+
+    def scales(norms: torch.Tensor, rows: slice) -> list[torch.Tensor]:
+        s = norms.reciprocal_().mul_(clip_norm).clamp_max_(1.0)
+        return [s if keep is None else s.mul_(keep[rows])]
+
+    return scales
+
+
+def softmax_residuals_(logits: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
+    """P − Y in place of logits (n, H, K): a numerically stable softmax over the class axis, minus the labels."""
+    logits.sub_(logits.amax(dim=2, keepdim=True)).exp_()
+    logits.div_(logits.sum(dim=2, keepdim=True))
+    return logits.sub_(onehot.unsqueeze(1))
+
+
+def clipped_sums(
+    features: torch.Tensor,
+    x_norm: torch.Tensor,
+    onehot: torch.Tensor,
+    weights: torch.Tensor,
+    scales_of: Callable[[torch.Tensor, slice], list[torch.Tensor]],
+) -> torch.Tensor:
+    """Σ_i s_i (p_i − y_i) x_iᵀ for every trial and every family of per-sample scales, in one pass over X.
+
+    weights (H, K, d). For each row chunk the per-sample gradient norms ‖p_i − y_i‖·‖x_i‖ (H columns,
+    clamped away from 0) go to `scales_of(norms, rows)`, which returns M tensors (n_chunk, H) of
+    scales (it may overwrite `norms`). Returns (M·H, K, d): family m's sums in rows m·H … (m+1)·H − 1.
+    """
+    n, d = features.shape
+    h, k, _ = weights.shape
+    w_flat = weights.reshape(h * k, d)
+    rows = chunk_rows(n, d, 2 * h * k, features.device)
+    out = None
+    for start in range(0, n, rows):
+        sl = slice(start, min(n, start + rows))
+        x = features[sl]
+        resid = softmax_residuals_((x @ w_flat.T).view(-1, h, k), onehot[sl])
+        norms = resid.square().sum(dim=2).sqrt_().mul_(x_norm[sl].unsqueeze(1)).clamp_min_(1e-12)
+        family = scales_of(norms, sl)
+        if len(family) == 1:
+            coef = resid.mul_(family[0].unsqueeze(2))
+        else:
+            coef = torch.cat([resid * s.unsqueeze(2) for s in family], dim=1)
+        part = coef.reshape(x.shape[0], -1).T @ x
+        out = part if out is None else out.add_(part)
+    return out.view(-1, k, d)
 
 
 @torch.no_grad()

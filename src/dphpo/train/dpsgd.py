@@ -1,6 +1,7 @@
 """Minibatch DP-SGD for small networks: opacus per-sample gradients, Poisson minibatches, PRV accounting.
 
-Used by the OSO-DPSGD baseline on raw images (`dphpo.hpo.oso`, method `oso_dpsgd_cnn`). Every step
+Used by the OSO-DPSGD baseline on raw images (`dphpo.hpo.oso`, method `oso_dpsgd_cnn`) and by DP
+continual pre-training (`dphpo.features.continual`, plain DP-SGD via `train_dpsgd`). Every step
 samples each training example independently with probability q (Poisson sampling, as the
 accountant assumes), computes per-sample gradients with opacus' `GradSampleModule`, applies the
 OSO step rule of `dphpo.train.oso` to the flat parameter vector, and divides the noisy sums by
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -72,6 +73,94 @@ def _flat_grad_samples(params: list[nn.Parameter], batch: int) -> torch.Tensor:
     return torch.cat([p.grad_sample.reshape(batch, -1) for p in params], dim=1)
 
 
+def poisson_batch(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:
+    """Indices of a Poisson sample: each of n examples kept independently with probability q."""
+    return torch.nonzero(torch.rand(n, generator=generator) < sample_rate).squeeze(1)
+
+
+def per_sample_gradients(gsm, params: list[nn.Parameter], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(B, P) per-sample gradients of the summed cross-entropy, flattened over `params` (opacus)."""
+    torch.nn.functional.cross_entropy(gsm(x), y, reduction="sum").backward()
+    grads = _flat_grad_samples(params, x.shape[0]).detach()
+    gsm.zero_grad(set_to_none=True)
+    return grads
+
+
+@torch.no_grad()
+def apply_step(params: list[nn.Parameter], lr: torch.Tensor | float, direction: torch.Tensor) -> None:
+    """p ← p − lr·direction, with `direction` flat over `params` in their order."""
+    offset = 0
+    for p in params:
+        k = p.numel()
+        p -= lr * direction[offset : offset + k].view_as(p)
+        offset += k
+
+
+def release_model(gsm) -> nn.Module:
+    """The trained module without opacus' per-sample state."""
+    model = gsm._module
+    for p in model.parameters():
+        p.grad_sample = None
+        p.grad = None
+    return model
+
+
+def train_dpsgd(
+    model: nn.Module,
+    batch_inputs: Callable[[torch.Tensor], torch.Tensor],
+    labels: torch.Tensor,
+    *,
+    sample_rate: float,
+    steps: int,
+    sigma: float,
+    clip_norm: float,
+    lr: float,
+    momentum: float = 0.9,
+    seed: int = 0,
+    progress: bool = False,
+    desc: str = "DP-SGD",
+) -> tuple[nn.Module, dict]:
+    """Minibatch DP-SGD (Abadi et al. 2016) on any network opacus differentiates per sample (no BatchNorm).
+
+    Each of `steps` steps draws a Poisson batch of rate q from the N = len(labels) examples, clips every
+    per-sample gradient to `clip_norm` on the whole parameter vector, adds N(0, σ²C²) noise to the sum
+    and divides by the expected batch size qN; then SGD with momentum in PyTorch's convention. The
+    empty batch still releases its noise. `batch_inputs(indices)` builds the input tensor of a batch on
+    the model's device.
+    Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
+    Returns the trained module (in place) and a trace (mean batch size, mean loss of the last steps).
+    """
+    import warnings
+
+    from opacus import GradSampleModule
+
+    if not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+    if not (sigma > 0 and clip_norm > 0):
+        raise ValueError(f"sigma and clip_norm must be > 0, got sigma={sigma}, clip_norm={clip_norm}")
+    warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+    n = int(labels.shape[0])
+    gen = torch.Generator().manual_seed(int(seed))
+    gsm = GradSampleModule(model.train(), loss_reduction="sum")
+    params = [p for p in gsm.parameters() if p.requires_grad]
+    device = params[0].device  # sampling and noise are drawn on the CPU: the same numbers on any device
+    velocity = torch.zeros(sum(p.numel() for p in params), device=device)
+    batches = []
+    for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=2.0):
+        idx = poisson_batch(n, sample_rate, gen)
+        grad_sum = torch.zeros_like(velocity)
+        if idx.numel() > 0:
+            per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx].to(device))
+            scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
+            grad_sum = scale @ per_sample
+        noise = torch.randn(velocity.shape, generator=gen).to(device)
+        noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n)
+        velocity = momentum * velocity + noisy
+        apply_step(params, lr, velocity)
+        batches.append(int(idx.numel()))
+    return release_model(gsm).eval(), {"steps": int(steps), "mean_batch": float(np.mean(batches)) if batches else 0.0}
+
+
 def train_cnn_oso(
     images: torch.Tensor,
     labels: torch.Tensor,
@@ -118,39 +207,27 @@ def _train_cnn_oso(images, labels, num_classes, sample_rate, steps, nu, eta0, ru
     clip, lr = torch.tensor(rule.clip_init), torch.tensor(float(eta0))
     velocity = torch.zeros(n_params)
     g_prev, q_prev = torch.zeros(n_params), torch.zeros(n_params)
-    loss_fn = nn.CrossEntropyLoss(reduction="sum")
     trace = {"clip": [], "lr": [], "batch": []}
     for _ in tqdm(range(int(steps)), desc="OSO-DPSGD (CNN)", unit="step", disable=not progress):
-        idx = torch.nonzero(torch.rand(n, generator=gen) < sample_rate).squeeze(1)
+        idx = poisson_batch(n, sample_rate, gen)
         if idx.numel() > 0:
-            loss = loss_fn(gsm(images[idx]), labels[idx])
-            loss.backward()
-            per_sample = _flat_grad_samples(params, idx.numel()).detach()
+            per_sample = per_sample_gradients(gsm, params, images[idx], labels[idx])
             norms = per_sample.norm(dim=1).clamp_min(1e-12)
             g_sum = (per_sample * torch.clamp(clip / norms, max=1.0).unsqueeze(1)).sum(0)
             q_sum = (per_sample * ((norms > clip).float() / norms).unsqueeze(1)).sum(0)
-            gsm.zero_grad(set_to_none=True)
         else:  # an empty Poisson batch still releases noise
             g_sum, q_sum = torch.zeros(n_params), torch.zeros(n_params)
         g_tilde = (g_sum + torch.randn(n_params, generator=gen) * nu_g * clip) / expected_batch
         q_tilde = (q_sum + torch.randn(n_params, generator=gen) * nu_q) / expected_batch
         velocity = momentum * velocity + g_tilde
-        with torch.no_grad():
-            offset = 0
-            for p in params:
-                k = p.numel()
-                p -= lr * velocity[offset : offset + k].view_as(p)
-                offset += k
+        apply_step(params, lr, velocity)
         clip = adapt(clip, rule.rho_c, g_tilde @ q_prev)
         lr = adapt(lr, rule.rho_r, g_tilde @ g_prev)
         g_prev, q_prev = g_tilde, q_tilde
         trace["clip"].append(float(clip))
         trace["lr"].append(float(lr))
         trace["batch"].append(int(idx.numel()))
-    model = gsm._module
-    for p in model.parameters():
-        p.grad_sample = None
-        p.grad = None
+    model = release_model(gsm)
     return model, {"nu_g": nu_g, "nu_q": nu_q, "final_clip": trace["clip"][-1], "final_lr": trace["lr"][-1],
                    "mean_batch": float(np.mean(trace["batch"])) if trace["batch"] else 0.0}
 

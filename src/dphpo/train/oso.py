@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS
+from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, clipped_sums
 
 #: ν_q/ν for which ν_g is 1 % above ν (seed 002, Privacy Analysis).
 NU_Q_RULE_OF_THUMB = 7.124
@@ -69,6 +69,16 @@ def adapt(value: torch.Tensor, rate: float, dot: torch.Tensor) -> torch.Tensor:
     return value * torch.exp(rate * torch.sign(dot))
 
 
+def oso_scales(clip: torch.Tensor):
+    """`scales_of` of `clipped_sums` for OSO: min(1, C_t/‖g_i‖) for g̃, and 1[‖g_i‖ > C_t]/‖g_i‖ for q̃."""
+
+    def scales(norms: torch.Tensor, rows: slice) -> list[torch.Tensor]:
+        c = clip.unsqueeze(0)
+        return [torch.clamp(c / norms, max=1.0), (norms > c).to(norms.dtype) / norms]
+
+    return scales
+
+
 @torch.no_grad()
 def train_linear_oso(
     features: torch.Tensor,
@@ -93,8 +103,8 @@ def train_linear_oso(
     h = len(eta0)
     if not (len(steps) == len(nu) == len(seeds) == h):
         raise ValueError("eta0, steps, nu and seeds must have one value per trial")
-    per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, 2 * features.shape[0] * num_classes))
-    if h > per_group:  # bound the memory of the (N, 2H, K) coefficient tensor
+    per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, num_classes * features.shape[1]))
+    if h > per_group:  # bound the memory of the (H, K, d) state tensors
         parts = [
             train_linear_oso(
                 features, labels, num_classes, *(list(v)[s : s + per_group] for v in (eta0, steps, nu, seeds)), rule,
@@ -120,14 +130,7 @@ def train_linear_oso(
     bar = tqdm(total=sum(steps_sorted), desc=desc, unit="trial-step", disable=not progress)
     for t in range(steps_sorted[0] if h else 0):
         a = sum(1 for s in steps_sorted if s > t)
-        logits = (features @ w[:a].reshape(a * num_classes, d).T).view(n, a, num_classes)
-        resid = torch.softmax(logits, dim=2) - onehot.unsqueeze(1)  # (N, a, K)
-        grad_norm = (resid.norm(dim=2) * x_norm.unsqueeze(1)).clamp_min(1e-12)  # (N, a)
-        over = grad_norm > clip[:a].unsqueeze(0)
-        clip_scale = torch.clamp(clip[:a].unsqueeze(0) / grad_norm, max=1.0)
-        unit_scale = over.to(dtype) / grad_norm
-        coef = torch.cat([resid * clip_scale.unsqueeze(2), resid * unit_scale.unsqueeze(2)], dim=1)  # (N, 2a, K)
-        sums = (coef.reshape(n, 2 * a * num_classes).T @ features).view(2 * a, num_classes, d)
+        sums = clipped_sums(features, x_norm, onehot, w[:a], oso_scales(clip[:a]))
         g_sum, q_sum = sums[:a], sums[a:]
         noise_g = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][0] for j in range(a)]).to(device, dtype)
         noise_q = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][1] for j in range(a)]).to(device, dtype)
