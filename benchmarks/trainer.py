@@ -2,6 +2,7 @@
 
 Measured side by side in one run on the same synthetic features (N×d fp32, K classes):
   * the batched trainer (`dphpo.train.dpgd.train_linear_dpgd`) at H = 1, 16, 64 trials: trial-steps/s;
+  * the trainer's previous two-pass step (full-N logits, torch.softmax) at the same H: the fused pass's gain;
   * one full-batch DP-GD step of a single trial with opacus `GradSampleModule` (per-sample gradients
     of nn.Linear(d, K, bias=False) under CE loss, clip, sum, Gaussian noise), the batch processed in
     chunks so the N×K×d per-sample tensor fits in memory: trial-steps/s = 1 / step time;
@@ -53,6 +54,30 @@ def batched_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
     warm = TrialBatch([0.1] * h, [1] * h, [1.0] * h, list(range(h)))
     train_linear_dpgd(x, y, k, warm)  # warm-up: allocator, BLAS threads
     return timings(lambda: train_linear_dpgd(x, y, k, trials), repeats)
+
+
+def two_pass_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
+    """(median, best) seconds per call of the trainer's previous step, kept here as the baseline of the
+    fused pass: logits of all N rows at once, torch.softmax over the class axis, then the clipped-sum
+    GEMM — X streams from memory twice per step. Same work otherwise (σ > 0, ρ = 0.9, H trials)."""
+    n, d = x.shape
+    onehot = F.one_hot(y, k).float()
+    x_norm = x.norm(dim=1)
+    gen = torch.Generator().manual_seed(0)
+
+    def call() -> None:
+        w = torch.zeros(h, k, d)
+        v = torch.zeros_like(w)
+        for _ in range(steps):
+            logits = (x @ w.reshape(h * k, d).T).view(n, h, k)
+            resid = torch.softmax(logits, dim=2) - onehot.unsqueeze(1)
+            scale = torch.clamp(1.0 / (resid.norm(dim=2) * x_norm.unsqueeze(1)).clamp_min(1e-12), max=1.0)
+            clipped = ((resid * scale.unsqueeze(2)).reshape(n, h * k).T @ x).view(h, k, d)
+            v = 0.9 * v + (clipped + torch.randn(h, k, d, generator=gen)) / n
+            w = w - 0.1 * v
+
+    call()  # warm-up
+    return timings(call, repeats)
 
 
 def opacus_step_times(x, y, k, chunk, repeats, clip=1.0, sigma=1.0) -> tuple[float, float]:
@@ -128,7 +153,7 @@ def main() -> None:
     print(f"DP-GD trainer benchmark  N={n} d={d} K={k}  fp32  torch {torch.__version__}  threads={torch.get_num_threads()}")
     print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average at start {load0:.2f}")
     print(f"timings: median (and best) of {args.repeats} calls after a warm-up call; trainer: {args.steps} steps per call")
-    per_group = max(1, MAX_LOGIT_ELEMENTS // (n * k))
+    per_group = max(1, MAX_LOGIT_ELEMENTS // (k * d))
     if max(hs) > per_group:
         print(f"note: H > {per_group} is split into groups by MAX_LOGIT_ELEMENTS")
     print()
@@ -137,6 +162,8 @@ def main() -> None:
     for h in hs:
         med, best = batched_times(x, y, k, h, args.steps, args.repeats)
         rows.append((f"batched trainer, H={h}", med / args.steps, best / args.steps, h))
+        med, best = two_pass_times(x, y, k, h, args.steps, args.repeats)
+        rows.append((f"two-pass step (previous), H={h}", med / args.steps, best / args.steps, h))
     chunk = min(args.opacus_chunk, n)
     med, best = opacus_step_times(x, y, k, chunk, args.repeats)
     rows.append((f"opacus GradSampleModule, 1 trial (chunks of {chunk})", med, best, 1))
@@ -153,6 +180,9 @@ def main() -> None:
     for h in hs:
         r = rate[f"batched trainer, H={h}"]
         print(f"  batched(H={h}) / opacus: {r[0] / op[0]:8.1f}x  [{r[1] / op[1]:.1f}x]")
+    for h in hs:
+        r, r2 = rate[f"batched trainer, H={h}"], rate[f"two-pass step (previous), H={h}"]
+        print(f"  fused pass / two-pass step (H={h}): {r[0] / r2[0]:5.2f}x  [{r[1] / r2[1]:.2f}x]")
     if 1 in hs:
         r1 = rate["batched trainer, H=1"]
         for h in hs:

@@ -1,7 +1,6 @@
 """The workflow driven as users drive it: `python -m snakemake` in a subprocess."""
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path

@@ -12,7 +12,7 @@ stops improving, §4.3) and this module is the private stage:
   a zero buffer; T = ⌈epochs / q⌉ steps. The network needs GroupNorm (`norm: group`): BatchNorm
   mixes examples and has no per-sample gradient.
 - Accounting: the T steps are T compositions of the Poisson-subsampled Gaussian; σ is the smallest
-  noise multiplier whose prv-accountant upper bound is ≤ ε at δ (`calibrate_prv_sigma`), and the
+  noise multiplier whose prv-accountant upper bound is ≤ ε at δ (`dphpo.privacy.prv.prv_sigma_for`), and the
   stage's ledger (`PrvLedger`, RDP bound beside it) is stored in the checkpoint.
 - Inputs are normalized with the public stage's statistics, so nothing data-dependent about the
   private data is released outside the accounted steps.
@@ -140,14 +140,15 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
     """
     from dphpo.data import load_dataset
     from dphpo.features.extractors import images_to_tensor, resolve_device
-    from dphpo.train.dpsgd import PrvLedger, calibrate_prv_sigma, subsampled_run_entry, train_dpsgd
+    from dphpo.privacy.prv import PrvLedger, prv_sigma_for, subsampled_run_entry
+    from dphpo.train.dpsgd import train_dpsgd
 
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
     plan = cfg.plan(data.n_train)
     q, steps = plan["sample_rate"], plan["steps"]
     try:
-        sigma = calibrate_prv_sigma(q, steps, cfg.eps, cfg.delta, eps_error=cfg.eps_error)
+        sigma = prv_sigma_for(q, steps, cfg.eps, cfg.delta, eps_error=cfg.eps_error)
     except ValueError as err:
         raise InfeasibleBudgetError(f"private stage on {cfg.dataset}: {err}") from None
     log.info("private stage on %s: N=%d, q=%.4g, T=%d steps, sigma=%.4f for (eps=%g, delta=%g)", cfg.dataset,

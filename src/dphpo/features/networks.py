@@ -118,7 +118,7 @@ class WideResNet(FeatureNet):
         self.stem = nn.Conv2d(3, widths[0], 3, padding=1, bias=False)
         blocks: list[nn.Module] = []
         c_in = widths[0]
-        for g, (c, stride) in enumerate(zip(widths[1:], (1, 2, 2))):
+        for c, stride in zip(widths[1:], (1, 2, 2)):
             for i in range(n):
                 blocks.append(_WideBlock(c_in, c, stride if i == 0 else 1, norm))
                 c_in = c

@@ -191,15 +191,8 @@ class CnnConfig:
 def run_cnn(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     import torch
 
-    from dphpo.train.dpsgd import (
-        PrvLedger,
-        accuracy,
-        calibrate_prv_sigma,
-        flat_parameters,
-        images_from_features,
-        subsampled_run_entry,
-        train_cnn_oso,
-    )
+    from dphpo.privacy.prv import PrvLedger, prv_sigma_for, subsampled_run_entry
+    from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
 
     settings, _, _, targets = context(config)
     if settings.adjacency != "add_remove":
@@ -212,7 +205,7 @@ def run_cnn(features: PreparedFeatures, config: dict, seed: int, progress: bool 
     q, steps = cc.schedule(features.n_train)
     results = []
     for target in targets:
-        nu = calibrate_prv_sigma(q, steps, target, delta, eps_error=cc.eps_error)
+        nu = prv_sigma_for(q, steps, target, delta, eps_error=cc.eps_error)
         noise_seed = trial_seed(METHOD_CNN, seed, f"{target:.10g}")
         with torch.random.fork_rng(devices=[]):
             model, trace = train_cnn_oso(

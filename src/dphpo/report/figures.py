@@ -231,7 +231,7 @@ def draw_figure3(config: dict, path: str | Path) -> None:
 
 
 def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), _plt()
+    res, plt = Results(), _plt()
     src = sources(config, "heatmap", dataset, extractor)
     oracle = by_target(res.many(src["oracle"]))
     ours = by_target(res.many(src["ours"]))
