@@ -1,5 +1,10 @@
 """Errors that name what was wrong and where, for users of the workflow and the CLI."""
 
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Sequence
+
 
 class DPHPOError(Exception):
     """Base class: a user-facing error with a message that says what to fix."""
@@ -19,3 +24,17 @@ class FeatureCacheError(DPHPOError):
 
 class DatasetError(DPHPOError):
     """A dataset is unknown or its files cannot be found or verified."""
+
+
+def dataclass_from_section(cls: type, section: Any, where: str, required: Sequence[str]) -> Any:
+    """`cls(**section)` for a config mapping, refusing unknown and missing keys with messages naming `where`."""
+    if not isinstance(section, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    for key in required:
+        if key not in section:
+            raise ConfigError(f"{where}.{key} is required")
+    return cls(**dict(section))

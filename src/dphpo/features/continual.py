@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from dphpo.errors import ConfigError, InfeasibleBudgetError
+from dphpo.errors import ConfigError, InfeasibleBudgetError, dataclass_from_section
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +60,7 @@ class PrivateStageConfig:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], where: str) -> "PrivateStageConfig":
-        if not isinstance(section, Mapping):
-            raise ConfigError(f"{where} must be a mapping, got {type(section).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
-        for key in ("dataset", "eps"):
-            if key not in section:
-                raise ConfigError(f"{where}.{key} is required")
-        cfg = cls(**dict(section))
+        cfg = dataclass_from_section(cls, section, where, required=("dataset", "eps"))
         cfg.check(where)
         return cfg
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from dphpo.errors import ConfigError
+from dphpo.errors import ConfigError, dataclass_from_section
 from dphpo.features.extractors import _autocast, images_to_tensor, resolve_device, state_dict_sha256
 from dphpo.features.networks import ARCH_OPTIONS, ARCHS, NORMS, FeatureNet, build_network
 from dphpo.io import atomic_path, write_json
@@ -86,16 +86,7 @@ class PretrainConfig:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], name: str = "?") -> "PretrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(section, Mapping):
-            raise ConfigError(f"pretraining.{name} must be a mapping, got {type(section).__name__}")
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ConfigError(f"pretraining.{name}: unknown key(s) {unknown}; known: {sorted(known)}")
-        for key in ("arch", "public_dataset"):
-            if key not in section:
-                raise ConfigError(f"pretraining.{name}.{key} is required")
-        cfg = cls(**{k: v for k, v in section.items() if k in known})
+        cfg = dataclass_from_section(cls, section, f"pretraining.{name}", required=("arch", "public_dataset"))
         cfg.check(name)
         return cfg
 
