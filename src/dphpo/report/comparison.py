@@ -17,7 +17,7 @@ from typing import Sequence
 
 from dphpo.io import write_text
 from dphpo.report.tables import Table, as_float, load_results, mean_std, pct
-from dphpo.report.plotting import eps_axis
+from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 
 RANDOM = "random_search"
 ORACLE = "grid_oracle"
@@ -176,17 +176,10 @@ def build_table3(rows: list[dict]) -> Table:
 
 def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) -> None:
     """Accuracy vs total ε, one line per method, one panel per (dataset, extractor); the oracle dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dphpo.io import atomic_path
-
     ref_acc = {(r["provenance"]["dataset"], r["provenance"]["extractor"]): r["test_accuracy"] for r in references}
     studies = sorted({(r["dataset"], r["extractor"]) for r in rows})
-    fig, axes = plt.subplots(1, max(1, len(studies)), figsize=(5.2 * max(1, len(studies)), 4.2), squeeze=False)
-    for ax, (dataset, extractor) in zip(axes[0], studies):
+    fig, axes = panel_grid(len(studies), 5.2, 4.2)
+    for ax, (dataset, extractor) in zip(axes, studies):
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         for method in sorted({r["method_id"] for r in sub}, key=_method_order):
             line = sorted((r for r in sub if r["method_id"] == method), key=lambda r: r["target ε"])
@@ -211,14 +204,13 @@ def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) ->
         ax.grid(alpha=0.3)
     # one legend under the panels: inside them it hid the low-ε end of the curves
     legend = {}
-    for ax in axes[0]:
+    for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(5, len(legend) or 1), fontsize=8)
-    fig.tight_layout(rect=(0, 0.06 + 0.035 * math.ceil(len(legend) / 5), 1, 1))
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=130)
-    plt.close(fig)
+    legend_rows = math.ceil(len(legend) / 4)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(4, len(legend) or 1), fontsize=8)
+    fig.tight_layout(rect=(0, (0.25 * legend_rows + 0.2) / fig.get_figheight(), 1, 1))
+    save_figure(fig, path)
 
 
 def make(

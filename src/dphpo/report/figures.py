@@ -21,10 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.io import atomic_path
 from dphpo.report.paper import DEFAULT, LS, Paper, Results, Source
 from dphpo.report.tables import as_float, mean_std
-from dphpo.report.plotting import eps_axis
+from dphpo.report.plotting import eps_axis, pyplot, save_figure
 
 ORACLE = "grid_oracle"
 FIGURES = ("figure3", "heatmap", "figure6", "pareto")
@@ -133,19 +132,8 @@ def best_point(results: list[dict]) -> tuple[float, float, float]:
 # Drawing
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=120, bbox_inches="tight")
-    _plt().close(fig)
+    save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
 def _needs(ax, *needs: str | None) -> bool:
@@ -172,7 +160,7 @@ def _wrap(text: str, width: int = 60) -> str:
 
 
 def draw_figure3(config: dict, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), _plt()
+    p, res, plt = Paper(config), Results(), pyplot()
     src = sources(config, "figure3")
     d, e = figure3_study(p)
     fig, (ax_r, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -231,7 +219,7 @@ def draw_figure3(config: dict, path: str | Path) -> None:
 
 
 def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path) -> None:
-    res, plt = Results(), _plt()
+    res, plt = Results(), pyplot()
     src = sources(config, "heatmap", dataset, extractor)
     oracle = by_target(res.many(src["oracle"]))
     ours = by_target(res.many(src["ours"]))
@@ -278,7 +266,7 @@ def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path) -
 
 
 def draw_figure6(config: dict, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), _plt()
+    p, res, plt = Paper(config), Results(), pyplot()
     src = sources(config, "figure6")
     d, e = figure6_study(p)
     oracle = by_target(res.many(src["oracle"]))
@@ -302,7 +290,7 @@ def draw_figure6(config: dict, path: str | Path) -> None:
 
 
 def draw_pareto(config: dict, dataset: str, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), _plt()
+    p, res, plt = Paper(config), Results(), pyplot()
     src = sources(config, "pareto", dataset)
     fig, (ax_acc, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
     fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (seed 000, Fig. 19/20)", fontsize=10)

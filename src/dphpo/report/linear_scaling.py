@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dphpo.report.tables import Table, as_float, load_results, mean_std, pct
-from dphpo.report.plotting import eps_axis
+from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 
 
 def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]:
@@ -73,16 +73,9 @@ def build_table(rows: list[dict], results: Sequence[dict]) -> Table:
 
 def plot(rows: list[dict], path: str | Path) -> None:
     """Accuracy vs target ε (log scale), one panel per (dataset, extractor), non-private as a dashed line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dphpo.io import atomic_path
-
     studies = sorted({(r["dataset"], r["extractor"]) for r in rows})
-    fig, axes = plt.subplots(1, len(studies), figsize=(4.5 * len(studies), 3.6), squeeze=False)
-    for ax, (dataset, extractor) in zip(axes[0], studies):
+    fig, axes = panel_grid(len(studies), 4.5, 3.6)
+    for ax, (dataset, extractor) in zip(axes, studies):
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         eps = [r["target ε"] for r in sub]
         ax.errorbar(eps, [100 * r["_mean"] for r in sub], yerr=[100 * r["_std"] for r in sub], marker="o", capsize=3, label="linear scaling (DP, search accounted)")
@@ -94,9 +87,7 @@ def plot(rows: list[dict], path: str | Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=130)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def make(result_paths: Sequence[str], reference_paths: Sequence[str], md: str, csv_path: str, figure: str, tex: str | None = None) -> list[dict]:

@@ -1,10 +1,46 @@
-"""Shared axis styling of the figures."""
+"""What the figures share: the headless pyplot, atomic saving, panel grids and the ε axis."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Iterable
 
 from matplotlib.ticker import FixedLocator, NullFormatter
+
+from dphpo.io import atomic_path
+
+# Panels per row of the one-panel-per-study figures: more than three become unreadably wide.
+MAX_PANEL_COLUMNS = 3
+
+
+def pyplot():
+    """matplotlib.pyplot on the headless Agg backend (jobs have no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | Path, dpi: int = 130, **kwargs) -> None:
+    """Write a figure atomically (temporary file, then rename) in the format of its suffix, and close it."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=Path(path).suffix.lstrip(".") or "png", dpi=dpi, **kwargs)
+    pyplot().close(fig)
+
+
+def panel_grid(n: int, panel_width: float, panel_height: float, max_columns: int = MAX_PANEL_COLUMNS):
+    """(figure, the first n axes) on a grid of at most `max_columns` columns; spare axes are hidden."""
+    n = max(1, n)
+    cols = min(n, max_columns)
+    rows = math.ceil(n / cols)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(panel_width * cols, panel_height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
 
 
 def eps_axis(ax, eps_values: Iterable[float], label: str = "total ε") -> None:
