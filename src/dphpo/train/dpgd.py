@@ -155,11 +155,12 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
     return w
 
 
-def chunk_rows(n: int, d: int, columns: int, device: torch.device) -> int:
+def chunk_rows(features: torch.Tensor, columns: int) -> int:
     """Rows of X per chunk of a fused pass: the logits budget, and on the CPU the cache budget."""
+    n, d = features.shape
     rows = MAX_LOGIT_ELEMENTS // max(1, columns)
-    if device.type == "cpu":
-        rows = min(rows, CPU_CHUNK_BYTES // (4 * max(1, d)))
+    if features.device.type == "cpu":
+        rows = min(rows, CPU_CHUNK_BYTES // (features.element_size() * max(1, d)))
     return max(1, min(n, rows))
 
 
@@ -196,7 +197,7 @@ def clipped_sums(
     n, d = features.shape
     h, k, _ = weights.shape
     w_flat = weights.reshape(h * k, d)
-    rows = chunk_rows(n, d, 2 * h * k, features.device)
+    rows = chunk_rows(features, 2 * h * k)
     out = None
     for start in range(0, n, rows):
         sl = slice(start, min(n, start + rows))
