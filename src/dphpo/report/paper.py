@@ -506,16 +506,13 @@ def build_table4(p: Paper, plan: TablePlan, res: Results) -> Table:
     rows = []
     for rp in plan.rows:
         s = summarize(res.many(rp.sources["ours"]))
-        refs = res.many(rp.sources["ref"])
-        ref_acc = refs[0]["test_accuracy"] if refs else None
         ref = SEED000["table4"].get((rp.key["model"], rp.key["dataset"]))
         rows.append(
             {
                 **rp.key,
                 "target ε": p.eps,
                 **_summary_cells(s, acc_col=f"ε = {p.eps:g} (%)"),
-                "ε = ∞ (%)": points(ref_acc),
-                "gap (points)": None if (s is None or ref_acc is None) else round(100.0 * (ref_acc - s.mean), 2),
+                **_reference_cells(s, res.many(rp.sources["ref"])),
                 "seed 000 ε = 1 / ∞": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
@@ -897,8 +894,6 @@ def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
     rows = []
     for rp in plan.rows:
         s = summarize(res.many(rp.sources["ours"]))
-        refs = res.many(rp.sources["ref"])
-        ref_acc = refs[0]["test_accuracy"] if refs else None
         pre = read_json(rp.sources["pretrained"].files[0]) if rp.sources["pretrained"].ok else None
         stage = (pre or {}).get("private_stage")
         switch = (pre or {}).get("switch") or {}
@@ -917,8 +912,7 @@ def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "pre-training δ": None if not stage else stage["guarantee"]["delta"],
                 "target ε": p.eps,
                 **_summary_cells(s, acc_col=f"ε = {p.eps:g} (%)"),
-                "ε = ∞ (%)": points(ref_acc),
-                "gap (points)": None if (s is None or ref_acc is None) else round(100.0 * (ref_acc - s.mean), 2),
+                **_reference_cells(s, res.many(rp.sources["ref"])),
             }
         )
     cols = ["dataset", "extractor", "public stage", "private pre-training", "pre-training ε (its data)", "pre-training δ",
@@ -1066,6 +1060,13 @@ def _summary_cells(s: Summary | None, acc_col: str = "test accuracy (%)") -> dic
         acc_col: s.acc if s else None,
         "selection": s.selection if s else None,
     }
+
+
+def _reference_cells(s: Summary | None, refs: Sequence[dict]) -> dict[str, Any]:
+    """The non-private reference (ε = ∞) and its gap to the private mean, in points."""
+    ref_acc = refs[0]["test_accuracy"] if refs else None
+    gap = None if (s is None or ref_acc is None) else round(100.0 * (ref_acc - s.mean), 2)
+    return {"ε = ∞ (%)": points(ref_acc), "gap (points)": gap}
 
 
 def _notes(tp: TablePlan) -> list[str]:
