@@ -1035,15 +1035,19 @@ def provenance_table(paths: Iterable[str]) -> Table:
                 "config sha256": distinct((pv.get("config_hash") for pv in prov)),
                 "feature cache sha256": distinct((c.get("content_sha256") for c in cache)),
                 "dataset sha256": distinct((c.get("dataset_checksum") for c in cache)),
+                "extractor's private pre-training": distinct(
+                    (_upstream_label(c.get("upstream_privacy")) for c in cache), 60
+                ),
                 "packages": ", ".join(f"{k} {versions.get(k)}" for k in ("dphpo", "torch", "timm", "snakemake") if versions.get(k)),
             }
         )
-    cols = ["dataset", "extractor", "method", "variant", "results", "seeds", "target ε", "max total ε − target", "δ", "accountant", "selection", "config sha256", "feature cache sha256", "dataset sha256", "packages"]
+    cols = ["dataset", "extractor", "method", "variant", "results", "seeds", "target ε", "max total ε − target", "δ", "accountant", "selection", "config sha256", "feature cache sha256", "dataset sha256", "extractor's private pre-training", "packages"]
     caption = (
         "Provenance of every result file the paper tables and figures read, grouped by study, method and variant: the "
         "config hash (the variant's merged config), the feature cache's content checksum and the dataset checksum "
         "(compare with the .h5 attributes), the accountant of the reported totals, the selection rule and the package "
-        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 prefixes shown)."
+        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 prefixes shown). "
+        "An extractor pre-trained with DP-SGD on other private data (seed 003) shows that data and its own (ε, δ)."
     )
     return Table(cols, rows, caption, ["each result.json holds the full provenance block and the privacy ledger of every release"])
 
@@ -1060,6 +1064,12 @@ def _summary_cells(s: Summary | None, acc_col: str = "test accuracy (%)") -> dic
         acc_col: s.acc if s else None,
         "selection": s.selection if s else None,
     }
+
+
+def _upstream_label(upstream: dict | None) -> str:
+    if not upstream:
+        return "none"
+    return f"{upstream['dataset']}: ε = {upstream['eps']:.4g}, δ = {upstream['delta']:g}"
 
 
 def _reference_cells(s: Summary | None, refs: Sequence[dict]) -> dict[str, Any]:
