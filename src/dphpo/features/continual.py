@@ -124,13 +124,14 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
                        progress: bool = True) -> tuple[Any, dict[str, Any]]:
     """The private stage: DP-SGD on `cfg.dataset`'s training split from the public weights.
 
-    `model` is the public stage's FeatureNet (GroupNorm); its head is replaced by a zero-bias, freshly
-    initialised head for the private classes. `input_spec` is the public stage's input convention
+    `model` is the public stage's FeatureNet (GroupNorm); its head is replaced by a freshly initialised
+    (seeded) head for the private classes. `input_spec` is the public stage's input convention
     (resolution, mean, std). Returns (model, record) where record holds the plan, σ, the ledger and
     the guarantee.
     """
     from dphpo.data import load_dataset
     from dphpo.features.extractors import images_to_tensor, resolve_device
+    from dphpo.features.pretrain import evaluate
     from dphpo.privacy.prv import PrvLedger, prv_sigma_for, subsampled_run_entry
     from dphpo.train.dpsgd import train_dpsgd
 
@@ -169,7 +170,8 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
     total = ledger.total(cfg.delta)
     if total["eps"] > cfg.eps:
         raise AssertionError(f"private stage spent eps={total['eps']} > its budget {cfg.eps}")
-    test_acc = _test_accuracy(model, data, input_spec, device)
+    test_acc, _ = evaluate(model, data.test_inputs, data.test_labels, resolution=input_spec["resolution"],
+                           mean=input_spec["mean"], std=input_spec["std"], device=device)
     record = {
         "dataset": {"name": data.name, "checksum": data.checksum, "source": data.source, "license": data.license,
                     "n_train": int(data.n_train), "num_classes": int(data.num_classes)},
@@ -185,16 +187,3 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
     }
     log.info("private stage: eps=%.4f (delta=%g), %s test accuracy %.4f", total["eps"], cfg.delta, data.name, test_acc)
     return model, record
-
-
-@torch.no_grad()
-def _test_accuracy(model, data, input_spec: dict, device: torch.device, batch_size: int = 512) -> float:
-    from dphpo.features.extractors import images_to_tensor
-
-    correct = 0
-    for start in range(0, data.n_test, batch_size):
-        x = images_to_tensor(data.test_inputs[start:start + batch_size], resolution=input_spec["resolution"],
-                             mean=input_spec["mean"], std=input_spec["std"], device=device)
-        pred = model(x).argmax(1).cpu().numpy()
-        correct += int((pred == np.asarray(data.test_labels[start:start + batch_size])).sum())
-    return correct / max(1, data.n_test)

@@ -79,16 +79,20 @@ def prv_bounds(q: float, sigma: float, steps: int, delta: float, eps_error: floa
 def prv_sigma_for(q: float, steps: int, eps: float, delta: float, eps_error: float = 0.01, rtol: float = 3e-3) -> float:
     """Smallest σ (to relative precision rtol) whose PRV upper bound for `steps` subsampled steps is ≤ eps.
 
-    About 5 accountant calls (a bisection needs ~15): start from the central-limit GDP approximation μ ≈ q·√(T(e^{1/σ²} − 1)) (Bu et al. 2020), bracket the
-    root, then the Illinois false-position method on log ε(log σ). The returned σ always satisfies
-    the PRV bound (it was evaluated); the bracket is narrower than rtol.
+    About 5 accountant calls (a bisection needs ~15): start from the central-limit GDP approximation
+    μ ≈ q·√(T(e^{1/σ²} − 1)) (Bu et al. 2020), bracket the root, then the Illinois false-position
+    method on log ε(log σ). The returned σ always satisfies the PRV bound (it was evaluated); the
+    bracket is narrower than rtol.
     """
     from scipy.optimize import brentq
 
     from dphpo.privacy.gdp import mu_from_eps
 
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a positive finite number, got {eps}")
     if eps <= eps_error:
         raise ValueError(f"eps={eps} must exceed eps_error={eps_error}")
+    _check(q, 1.0, steps, delta)
     mu = mu_from_eps(eps, delta)
     clt = lambda ls: q * math.sqrt(steps * math.expm1(math.exp(-2.0 * ls))) - mu  # noqa: E731
     try:

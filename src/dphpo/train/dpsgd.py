@@ -114,7 +114,7 @@ def train_dpsgd(
     empty batch still releases its noise. `batch_inputs(indices)` builds the input tensor of a batch on
     the model's device.
     Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
-    Returns the trained module (in place) and a trace (mean batch size, mean loss of the last steps).
+    Returns the trained module (in place, eval mode) and a trace (steps, mean Poisson batch size).
     """
     import warnings
 
