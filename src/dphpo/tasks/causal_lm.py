@@ -1,0 +1,227 @@
+"""Causal language modelling (perplexity): a GPT-2-family model fine-tuned with DP on private text
+(seed 000 Tables 7, 8, 20; Fig. 4).
+
+Privacy unit: one sequence (a text, truncated to `max_len` tokens, with a leading end-of-text token so
+its first token is predicted too). Per-example loss: the mean next-token negative log-likelihood
+over the sequence's tokens. Metric: perplexity exp(Σ NLL / Σ tokens) over a split. Score released by
+honest selection: a sequence's next-token accuracy (fraction of its tokens predicted correctly), in
+[0, 1].
+
+Models: `gpt2` from the hub at a pinned revision (paper rows), or a small GPT-2 pretrained here on
+public text (`pretrain_small_lm`: a byte-level BPE vocabulary and the model trained non-privately on
+the Python documentation that ships with Python; offline rows). Both go through `linearize_conv1d`
+and `untie_lm_head` (dphpo.tasks.models) so opacus clips them exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from dphpo.errors import ConfigError
+
+EOS = "<|endoftext|>"
+
+
+# --------------------------------------------------------------------------------------------
+# tokenization
+
+
+def train_bpe_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer (GPT-2 style) trained on `texts` (public), with one special token EOS."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=int(vocab_size), special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def encode_sequences(encode, eos_id: int, texts: list[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask) of shape (N, max_len): EOS + tokens, truncated, right-padded with EOS (mask 0)."""
+    ids = torch.full((len(texts), max_len), eos_id, dtype=torch.long)
+    mask = torch.zeros((len(texts), max_len), dtype=torch.float32)
+    for i, text in enumerate(texts):
+        seq = [eos_id] + list(encode(text))[: max_len - 1]
+        ids[i, : len(seq)] = torch.tensor(seq)
+        mask[i, : len(seq)] = 1.0
+    return ids, mask
+
+
+def token_blocks(encode, eos_id: int, texts: list[str], block_len: int) -> torch.Tensor:
+    """The texts as one EOS-separated token stream cut into blocks (pretraining)."""
+    stream: list[int] = []
+    for text in texts:
+        stream += list(encode(text)) + [eos_id]
+    n = len(stream) // block_len
+    return torch.tensor(stream[: n * block_len], dtype=torch.long).view(n, block_len)
+
+
+# --------------------------------------------------------------------------------------------
+# the small LM pretrained on public text
+
+
+def small_gpt2(vocab_size: int, n_layer: int, n_embd: int, n_head: int, n_positions: int, eos_id: int) -> nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=int(vocab_size), n_positions=int(n_positions), n_embd=int(n_embd), n_layer=int(n_layer), n_head=int(n_head),
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos_id, eos_token_id=eos_id, tie_word_embeddings=False,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def lm_losses(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-sequence (NLL sum, correct next tokens, predicted tokens) of a batch."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+    target, valid = ids[:, 1:], mask[:, 1:]
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none").view_as(target)
+    correct = (logits.argmax(-1) == target).float()
+    return (nll * valid).sum(1), (correct * valid).sum(1), valid.sum(1)
+
+
+def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True) -> dict:
+    """Non-private pretraining on a public corpus (`language.pretrain.<name>`); writes the checkpoint atomically.
+
+    The checkpoint holds the tokenizer (JSON), the GPT-2 config, the weights and a report (public
+    corpus and its checksum, steps, final public test perplexity)."""
+    from dphpo.data.text import load_text
+    from dphpo.io import atomic_path
+    from dphpo.provenance import package_versions
+
+    seed = int(spec.get("seed", 0))
+    data = load_text(spec["data"])
+    tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
+    eos_id = tok.token_to_id(EOS)
+    encode = lambda t: tok.encode(t).ids  # noqa: E731
+    block = int(spec.get("block_len", 64))
+    train_blocks = token_blocks(encode, eos_id, data.train, block)
+    test_blocks = token_blocks(encode, eos_id, data.test, block)
+    torch.manual_seed(seed)
+    model = small_gpt2(tok.get_vocab_size(), spec.get("n_layer", 2), spec.get("n_embd", 128), spec.get("n_head", 4), spec.get("n_positions", 128), eos_id)
+    opt = torch.optim.AdamW(model.parameters(), lr=float(spec.get("lr", 1e-3)), weight_decay=0.01)
+    steps, batch = int(spec.get("steps", 1000)), int(spec.get("batch_size", 32))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(spec.get("lr", 1e-3)), total_steps=steps, pct_start=0.05)
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in tqdm(range(steps), desc="pretrain LM (public)", disable=not progress, mininterval=10.0):
+        ids = train_blocks[torch.randint(0, train_blocks.shape[0], (batch,), generator=gen)]
+        nll, _, n = lm_losses(model, ids, torch.ones_like(ids, dtype=torch.float32))
+        loss = nll.sum() / n.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+    model.eval()
+    with torch.no_grad():
+        nll, correct, n = lm_losses(model, test_blocks, torch.ones_like(test_blocks, dtype=torch.float32))
+    report = {
+        "public_data": data.source | {"checksum": data.checksum(), "n_train_texts": len(data.train), "n_test_texts": len(data.test)},
+        "vocab_size": tok.get_vocab_size(),
+        "train_tokens": int(train_blocks.numel()),
+        "steps": steps,
+        "batch_size": batch,
+        "public_test_perplexity": float(math.exp(float(nll.sum() / n.sum()))),
+        "public_test_token_accuracy": float(correct.sum() / n.sum()),
+        "settings": {k: v for k, v in spec.items() if k != "data"},
+        "package_versions": package_versions(("torch", "transformers", "tokenizers")),
+    }
+    with atomic_path(out_path) as tmp:
+        torch.save({"tokenizer": tok.to_str(), "config": model.config.to_dict(), "state_dict": model.state_dict(), "report": report}, tmp)
+    return report
+
+
+def load_lm(model_spec: dict, checkpoint: str | Path | None):
+    """(model, encode, eos_id, provenance): the small pretrained LM from `checkpoint`, or a hub model."""
+    from dphpo.tasks.models import linearize_conv1d, model_source, set_trainable_gpt2, untie_lm_head
+
+    if model_spec.get("pretrain"):
+        if checkpoint is None:
+            raise ConfigError("language.studies[].model.pretrain: the checkpoint of rule language_pretrain is needed")
+        from tokenizers import Tokenizer
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        from dphpo.provenance import sha256_file
+
+        ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        tok = Tokenizer.from_str(ckpt["tokenizer"])
+        model = GPT2LMHeadModel(GPT2Config.from_dict(ckpt["config"]))
+        model.load_state_dict(ckpt["state_dict"])
+        encode, eos_id = (lambda t: tok.encode(t).ids), tok.token_to_id(EOS)
+        prov = {"model": f"small GPT-2 pretrained on public text ({model_spec['pretrain']})", "checkpoint_sha256": sha256_file(checkpoint),
+                "pretraining": ckpt["report"]}
+        tied = False
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        target, prov = model_source(model_spec)
+        model = AutoModelForCausalLM.from_pretrained(target, revision=model_spec.get("revision"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        hf_tok = AutoTokenizer.from_pretrained(target, revision=model_spec.get("revision"))
+        encode, eos_id = (lambda t: hf_tok(t, add_special_tokens=False)["input_ids"]), hf_tok.eos_token_id
+        tied = untie_lm_head(model)
+    linearize_conv1d(model)
+    trainable = set_trainable_gpt2(model, str(model_spec.get("train_layers", "all")))
+    prov |= {"untied_lm_head": tied, "train_layers": model_spec.get("train_layers", "all"),
+             "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)), "trainable": trainable}
+    return model.eval(), encode, eos_id, prov
+
+
+class CausalLMTask:
+    """DP fine-tuning of a causal LM on private sequences (PROTOCOL.md task)."""
+
+    metric = "perplexity"
+
+    def __init__(self, model: nn.Module, ids_train, mask_train, ids_test, mask_test, provenance: dict, eval_batch: int = 256):
+        self.prototype = model
+        self.t = {"ids_train": ids_train, "mask_train": mask_train, "ids_test": ids_test, "mask_test": mask_test}
+        self._provenance = provenance
+        self.eval_batch = int(eval_batch)
+        self.n_train, self.n_test = int(ids_train.shape[0]), int(ids_test.shape[0])
+
+    @classmethod
+    def from_spec(cls, spec: dict, checkpoint: str | Path | None = None) -> "CausalLMTask":
+        from dphpo.data.text import load_text
+
+        model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
+        data = load_text(spec["data"])
+        max_len = int(spec["model"].get("max_len", 48))
+        if max_len > model.config.n_positions:
+            raise ConfigError(f"language.studies.{spec['name']}.model.max_len: {max_len} exceeds the model's {model.config.n_positions} positions")
+        ids_tr, m_tr = encode_sequences(encode, eos_id, data.train, max_len)
+        ids_te, m_te = encode_sequences(encode, eos_id, data.test, max_len)
+        prov |= {"data": data.source, "dataset_checksum": data.checksum(), "max_len": max_len}
+        return cls(model, ids_tr, m_tr, ids_te, m_te, prov)
+
+    def provenance(self) -> dict:
+        return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
+
+    def build_model(self) -> nn.Module:
+        return copy.deepcopy(self.prototype)
+
+    def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        nll, _, n = lm_losses(module, self.t["ids_train"][idx], self.t["mask_train"][idx])
+        return nll / n.clamp_min(1.0)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict:
+        ids, mask = self.t[f"ids_{split}"], self.t[f"mask_{split}"]
+        nll_sum = tokens = score = 0.0
+        for s in range(0, ids.shape[0], self.eval_batch):
+            nll, correct, n = lm_losses(model, ids[s : s + self.eval_batch], mask[s : s + self.eval_batch])
+            nll_sum += float(nll.sum())
+            tokens += float(n.sum())
+            score += float((correct / n.clamp_min(1.0)).sum())
+        return {"score_sum": score, "metric": float(np.exp(nll_sum / max(tokens, 1.0)))}

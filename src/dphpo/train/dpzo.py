@@ -1,0 +1,141 @@
+"""DP-ZO (Tang et al. 2024): differentially private zeroth-order fine-tuning (seed 000 §5.5, Table 9).
+
+Per step: a Poisson batch (rate q = B/N); one random direction z ~ N(0, I) over the trainable
+parameters, drawn from *public* randomness (a generator seeded by the trial, independent of the
+data: releasing z costs nothing); for each example the scalar finite difference
+    dᵢ = (ℓᵢ(θ + λz) − ℓᵢ(θ − λz)) / (2λ),
+clipped to [−C, C]; the sum plus N(0, σ²C²) divided by the expected batch size qN is the released
+scalar g̃; then θ ← θ − η·g̃·z. Only g̃ touches private data and one example moves the clipped sum by
+at most C (add/remove), so a run of T steps is T compositions of the Poisson-subsampled Gaussian
+(q, σ): the same accountant as DP-SGD. σ = 0 gives the non-private zeroth-order method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from dphpo.errors import ConfigError
+from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.finetune import TaskTrainer
+
+
+@dataclass(frozen=True)
+class DPZOSettings:
+    clip_norm: float = 1.0  # C: bound on |dᵢ|
+    batch_size: int = 64
+    perturbation: float = 1e-3  # λ
+    physical_batch: int = 512
+
+    def __post_init__(self) -> None:
+        where = "language.studies[].training"
+        if not (self.clip_norm > 0 and self.perturbation > 0):
+            raise ConfigError(f"{where}: clip_norm and perturbation must be > 0, got {self.clip_norm}, {self.perturbation}")
+        if int(self.batch_size) < 1 or int(self.physical_batch) < 1:
+            raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1")
+
+    @classmethod
+    def from_config(cls, section: dict | None) -> "DPZOSettings":
+        s = dict(section or {})
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(s) - known)
+        if unknown:
+            raise ConfigError(f"language.studies[].training (dpzo): unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**s)
+
+    def sample_rate(self, n_train: int) -> float:
+        return min(1.0, self.batch_size / n_train)
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+@torch.no_grad()
+def _perturb(params, direction, scale: float) -> None:
+    for p, z in zip(params, direction):
+        p.add_(z, alpha=scale)
+
+
+@torch.no_grad()
+def zo_differences(model: nn.Module, params, direction, example_losses, idx: torch.Tensor, lam: float) -> torch.Tensor:
+    """dᵢ = (ℓᵢ(θ+λz) − ℓᵢ(θ−λz)) / 2λ for the examples `idx`; θ is restored exactly afterwards."""
+    _perturb(params, direction, lam)
+    plus = example_losses(model, idx)
+    _perturb(params, direction, -2.0 * lam)
+    minus = example_losses(model, idx)
+    _perturb(params, direction, lam)
+    return (plus - minus) / (2.0 * lam)
+
+
+def train_dpzo(
+    model: nn.Module,
+    example_losses,
+    n_train: int,
+    *,
+    lr: float,
+    steps: int,
+    sigma: float,
+    seed: int,
+    settings: DPZOSettings,
+    progress: bool = False,
+    desc: str = "DP-ZO",
+) -> tuple[nn.Module, dict]:
+    """`steps` DP-ZO steps on `model` (in place). Batches, directions and noise are seeded by `seed`
+    from separate CPU generators (z is public randomness: its generator never sees data)."""
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    q = settings.sample_rate(n_train)
+    sample_gen = torch.Generator().manual_seed(int(seed))
+    direction_gen = torch.Generator().manual_seed(int(seed) ^ 0x5A5A5A5A)
+    noise_gen = torch.Generator().manual_seed(int(seed) ^ 0x3C3C3C3C)
+    model.eval()  # forward passes only; tasks build models without dropout
+    params = [p for p in model.parameters() if p.requires_grad]
+    device = params[0].device
+    C, lam = settings.clip_norm, settings.perturbation
+    batches, clipped = [], []
+    for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
+        idx = poisson_batch(n_train, q, sample_gen)
+        direction = [torch.randn(p.shape, generator=direction_gen).to(device) for p in params]
+        total = 0.0
+        for chunk in idx.split(settings.physical_batch):
+            d = zo_differences(model, params, direction, example_losses, chunk, lam)
+            clipped.append(float((d.abs() > C).float().mean()))
+            total += float(d.clamp(-C, C).sum())
+        noise = float(torch.randn((), generator=noise_gen)) * sigma * C
+        g = (total + noise) / (q * n_train)
+        _perturb(params, direction, -lr * g)
+        batches.append(int(idx.numel()))
+    return model.eval(), {
+        "steps": int(steps),
+        "sample_rate": q,
+        "mean_batch": float(np.mean(batches)),
+        "clipped_fraction": float(np.mean(clipped)) if clipped else None,
+    }
+
+
+class DPZOTrainer(TaskTrainer):
+    """DP-ZO on a task's trainable parameters (PROTOCOL.md `PrivateTrainer`)."""
+
+    kind = "dpzo"
+
+    def __init__(self, task, accountant, settings: DPZOSettings):
+        super().__init__(task, accountant, settings)
+
+    def train_one(self, lr, steps, sigma, seed, progress, desc):
+        return train_dpzo(
+            self.task.build_model(),
+            self.task.example_losses,
+            self.task.n_train,
+            lr=lr,
+            steps=steps,
+            sigma=sigma,
+            seed=seed,
+            settings=self.settings,
+            progress=progress,
+            desc=desc,
+        )

@@ -1,0 +1,344 @@
+"""DP fine-tuning of torch models (seed 000 §5.4): DP-SGD / DP-Adam with Poisson sampling, per-sample
+clipping by opacus (ghost clipping or per-sample-gradient hooks), accounted with the PRV accountant.
+
+One step (Abadi et al. 2016, as in `dphpo.train.dpsgd`): draw a Poisson batch (each training example
+kept independently with probability q = B/N), clip each example's gradient to norm C on the whole
+trainable parameter vector, add N(0, σ²C²) to the *sum*, divide by the expected batch size qN (the
+empty batch still releases its noise), then SGD with momentum (PyTorch's convention) or Adam on that
+noisy mean — post-processing, no privacy cost. T steps are T compositions of the Poisson-subsampled
+Gaussian (q, σ): the trainer's `accountant` (PRV, upper bound) says what a run costs.
+
+Per-sample clipping, two engines giving the same clipped sum (tests/test_finetune.py):
+- `ghost` (Li et al. 2022, opacus `GradSampleModuleFastGradientClipping`): a first backward computes
+  per-example gradient *norms* without materializing the gradients (ghost norms of linear layers on
+  sequences), a second backward of Σ cᵢ ℓᵢ with cᵢ = min(1, C/‖gᵢ‖) yields the clipped sum;
+- `hooks` (opacus `GradSampleModule`): per-example gradients, then clip and sum.
+σ = 0 means a non-private run: the plain (unclipped) batch gradient, the ε = ∞ reference.
+
+A `Task` (dphpo.tasks) supplies the model, the per-example losses of a batch and the evaluation;
+`FinetuneTrainer` implements the trainer protocol (PROTOCOL.md) on top: its trials run one after
+another, each from the same pretrained starting point.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from dphpo.errors import ConfigError
+from dphpo.train.dpsgd import poisson_batch
+
+CLIPPING = ("ghost", "hooks")
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    """Fixed parts of a DP fine-tuning run (config section `language.studies[].training`)."""
+
+    optimizer: str = "sgd"  # "sgd" (momentum, PyTorch convention) | "adam" (DP-Adam: Adam on the noisy mean)
+    momentum: float = 0.9
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    clip_norm: float = 1.0
+    batch_size: int = 64  # expected Poisson batch size B: q = B / N
+    clipping: str = "ghost"
+    physical_batch: int = 256  # a Poisson batch is processed in chunks of this many examples (memory only)
+
+    def __post_init__(self) -> None:
+        where = "language.studies[].training"
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"{where}.optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.clipping not in CLIPPING:
+            raise ConfigError(f"{where}.clipping: expected one of {CLIPPING}, got {self.clipping!r}")
+        if not self.clip_norm > 0:
+            raise ConfigError(f"{where}.clip_norm: must be > 0, got {self.clip_norm}")
+        if int(self.batch_size) < 1 or int(self.physical_batch) < 1:
+            raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1, got {self.batch_size}, {self.physical_batch}")
+
+    @classmethod
+    def from_config(cls, section: dict | None) -> "FinetuneSettings":
+        s = dict(section or {})
+        if "betas" in s:
+            s["betas"] = tuple(float(b) for b in s["betas"])
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(s) - known)
+        if unknown:
+            raise ConfigError(f"language.studies[].training: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**s)
+
+    def sample_rate(self, n_train: int) -> float:
+        return min(1.0, self.batch_size / n_train)
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------
+# per-sample clipping
+
+
+def wrap_for_clipping(model: nn.Module, clipping: str, clip_norm: float):
+    """The opacus wrapper computing per-example gradient norms (ghost) or gradients (hooks)."""
+    from opacus import GradSampleModule
+    from opacus.grad_sample.grad_sample_module_fast_gradient_clipping import GradSampleModuleFastGradientClipping
+
+    # opacus' hooks warn that no *input* requires a gradient: expected, only parameters do
+    warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+    model.train()  # opacus records activations only in training mode; tasks build models without dropout
+    if clipping == "ghost":
+        return GradSampleModuleFastGradientClipping(
+            model, loss_reduction="sum", max_grad_norm=clip_norm, use_ghost_clipping=True, strict=False
+        )
+    if clipping == "hooks":
+        return GradSampleModule(model, loss_reduction="sum", strict=False)
+    raise ValueError(f"clipping must be one of {CLIPPING}, got {clipping!r}")
+
+
+def clip_coefficients(norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
+    """cᵢ = min(1, C/‖gᵢ‖): the factor that clips example i's gradient to norm C."""
+    return torch.clamp(clip_norm / norms.clamp_min(1e-12), max=1.0)
+
+
+def clipped_grad_sum(
+    wrapped, params: Sequence[nn.Parameter], losses: Callable[[], torch.Tensor], clipping: str, clip_norm: float
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """(Σᵢ cᵢ gᵢ per parameter, per-example norms ‖gᵢ‖) of the per-example losses `losses()` (shape (B,))."""
+    for p in params:
+        p.grad = None
+    loss = losses()
+    if clipping == "hooks":
+        loss.sum().backward()
+        per_sample = [p.grad_sample.reshape(loss.shape[0], -1) for p in params]
+        norms = torch.sqrt(sum(g.pow(2).sum(1) for g in per_sample))
+        coef = clip_coefficients(norms, clip_norm)
+        sums = [torch.einsum("b,b...->...", coef, p.grad_sample).detach() for p in params]
+        for p in params:
+            p.grad_sample = None
+            p.grad = None
+        return sums, norms.detach()
+    # ghost: norms from the first backward, the clipped sum from a second one weighted by cᵢ
+    loss.sum().backward(retain_graph=True)
+    norms = wrapped.get_norm_sample().detach()
+    coef = clip_coefficients(norms, clip_norm)
+    for p in params:
+        p.grad = None
+    wrapped.disable_hooks()
+    try:
+        (loss * coef).sum().backward()
+    finally:
+        wrapped.enable_hooks()
+    sums = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    for p in params:
+        p.grad = None
+    return sums, norms
+
+
+def plain_grad_sum(params: Sequence[nn.Parameter], losses: Callable[[], torch.Tensor]) -> list[torch.Tensor]:
+    """Σᵢ gᵢ without clipping (non-private runs, σ = 0)."""
+    for p in params:
+        p.grad = None
+    losses().sum().backward()
+    sums = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    for p in params:
+        p.grad = None
+    return sums
+
+
+def unwrap(wrapped) -> nn.Module:
+    """The trained module without opacus' hooks and per-sample state."""
+    if hasattr(wrapped, "remove_hooks"):
+        wrapped.remove_hooks()
+    model = getattr(wrapped, "_module", wrapped)
+    for p in model.parameters():
+        for attr in ("grad_sample", "_norm_sample", "_current_grad_sample"):
+            if hasattr(p, attr):
+                setattr(p, attr, None)
+        p.grad = None
+    return model
+
+
+# --------------------------------------------------------------------------------------------
+# the optimizer on the noisy mean (post-processing)
+
+
+class NoisyMeanOptimizer:
+    """SGD with momentum (v ← ρv + g̃; θ ← θ − ηv) or Adam (Kingma & Ba, bias-corrected) on g̃."""
+
+    def __init__(self, params: Sequence[nn.Parameter], lr: float, settings: FinetuneSettings):
+        self.params, self.lr, self.s = list(params), float(lr), settings
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params] if settings.optimizer == "adam" else None
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self, grads: Sequence[torch.Tensor]) -> None:
+        self.t += 1
+        if self.s.optimizer == "sgd":
+            for p, m, g in zip(self.params, self.m, grads):
+                m.mul_(self.s.momentum).add_(g)
+                p.sub_(self.lr * m)
+            return
+        b1, b2 = self.s.betas
+        for p, m, v, g in zip(self.params, self.m, self.v, grads):
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            m_hat = m / (1 - b1**self.t)
+            v_hat = v / (1 - b2**self.t)
+            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.s.adam_eps))
+
+
+# --------------------------------------------------------------------------------------------
+# one run
+
+
+def train_dp(
+    model: nn.Module,
+    example_losses: Callable[[nn.Module, torch.Tensor], torch.Tensor],
+    n_train: int,
+    *,
+    lr: float,
+    steps: int,
+    sigma: float,
+    seed: int,
+    settings: FinetuneSettings,
+    progress: bool = False,
+    desc: str = "DP fine-tuning",
+) -> tuple[nn.Module, dict]:
+    """`steps` DP steps on `model` (in place); `example_losses(module, indices)` gives the (B,) losses.
+
+    Sampling and noise come from one CPU generator seeded with `seed`: same numbers on any device.
+    Returns the trained module (eval mode) and a trace (mean batch size, mean clipped fraction).
+    """
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    if int(steps) < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    q = settings.sample_rate(n_train)
+    gen = torch.Generator().manual_seed(int(seed))
+    private = sigma > 0
+    module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    device = params[0].device
+    opt = NoisyMeanOptimizer(params, lr, settings)
+    batches, clipped = [], []
+    try:
+        for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
+            idx = poisson_batch(n_train, q, gen)
+            total = [torch.zeros_like(p) for p in params]
+            for chunk in idx.split(settings.physical_batch):
+                fn = lambda c=chunk: example_losses(module, c)  # noqa: E731
+                if private:
+                    sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)
+                    clipped.append(float((norms > settings.clip_norm).float().mean()))
+                else:
+                    sums = plain_grad_sum(params, fn)
+                for acc, s in zip(total, sums):
+                    acc.add_(s)
+            noisy = []
+            for p, acc in zip(params, total):
+                noise = torch.randn(p.shape, generator=gen).to(device) * (sigma * settings.clip_norm) if private else 0.0
+                noisy.append((acc + noise) / (q * n_train))
+            opt.step(noisy)
+            batches.append(int(idx.numel()))
+    finally:
+        model = unwrap(module) if private else model
+    return model.eval(), {
+        "steps": int(steps),
+        "sample_rate": q,
+        "mean_batch": float(np.mean(batches)),
+        "clipped_fraction": float(np.mean(clipped)) if clipped else None,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the trainer protocol
+
+
+def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The released parameters: what training changed (frozen pretrained weights are public)."""
+    return {k: p.detach().cpu().clone() for k, p in model.named_parameters() if p.requires_grad}
+
+
+class TaskTrainer:
+    """What FinetuneTrainer and DPZOTrainer share: a task, an accountant, evaluation and model release."""
+
+    kind = "task"
+
+    def __init__(self, task, accountant, settings):
+        self.task = task
+        self.accountant = accountant
+        self.settings = settings
+        self.metric = task.metric
+        self.n_train = task.n_train
+        self.n_test = task.n_test
+
+    def provenance(self) -> dict:
+        return {
+            "trainer": self.kind,
+            "settings": self.settings.describe(),
+            "accountant": self.accountant.describe(),
+            "task": self.task.provenance(),
+        }
+
+    def train_one(self, lr: float, steps: int, sigma: float, seed: int, progress: bool, desc: str):
+        raise NotImplementedError
+
+    def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
+        from dphpo.train._protocol_shim import TrialOutcome
+
+        if not len(eta) == len(steps) == len(sigma) == len(seeds):
+            raise ValueError("eta, steps, sigma and seeds must have the same length")
+        models, tr_sum, tr_metric, te_metric, te_sum = [], [], [], [], []
+        for h, (lr, t, s, seed) in enumerate(zip(eta, steps, sigma, seeds)):
+            model, _ = self.train_one(float(lr), int(t), float(s), int(seed), progress, f"{desc} {h + 1}/{len(eta)}")
+            train_eval = self.task.evaluate(model, "train")
+            test_eval = self.task.evaluate(model, "test")
+            models.append(trainable_state(model))
+            tr_sum.append(train_eval["score_sum"])
+            tr_metric.append(train_eval["metric"])
+            te_sum.append(test_eval["score_sum"])
+            te_metric.append(test_eval["metric"])
+        return TrialOutcome(
+            models=models,
+            train_score_sums=np.asarray(tr_sum, float),
+            train_metric=np.asarray(tr_metric, float),
+            test_metric=np.asarray(te_metric, float),
+            test_score_sums=np.asarray(te_sum, float),
+        )
+
+    def save_model(self, outcome, index: int, path) -> None:
+        from dphpo.io import atomic_path
+
+        with atomic_path(path) as tmp:
+            torch.save(outcome.models[index], tmp)
+
+
+class FinetuneTrainer(TaskTrainer):
+    """DP-SGD / DP-Adam fine-tuning of a task's trainable parameters (PROTOCOL.md `PrivateTrainer`)."""
+
+    kind = "finetune"
+
+    def __init__(self, task, accountant, settings: FinetuneSettings):
+        super().__init__(task, accountant, settings)
+
+    def train_one(self, lr, steps, sigma, seed, progress, desc):
+        return train_dp(
+            self.task.build_model(),
+            self.task.example_losses,
+            self.task.n_train,
+            lr=lr,
+            steps=steps,
+            sigma=sigma,
+            seed=seed,
+            settings=self.settings,
+            progress=progress,
+            desc=desc,
+        )
