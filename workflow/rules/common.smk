@@ -170,3 +170,47 @@ def paper_all_results(wildcards):
         for f in paper_figures.inputs(config, "pareto", d):
             files[f] = None
     return list(files)
+
+
+# The language studies (language.smk): inputs, settings hashes and the tables of seed 000 §5.4-5.5.
+from dphpo.tasks import registry as language
+from dphpo.report import language as language_report
+
+try:
+    for _spec in language.studies(config).values():
+        language.check_study(config, _spec)
+except DPHPOError as err:
+    raise WorkflowError(f"invalid config: {err}") from None
+
+
+def language_source(wildcards):
+    return language.source_of(config, language.study_spec(config, wildcards.study))
+
+
+def language_cache_settings(name):
+    spec = language.study_spec(config, name)
+    return {"model": spec["model"], "data": spec["data"]}
+
+
+def language_settings_hash(name):
+    """What a language job computes from: its study entry and the shared sections it merges over."""
+    spec = language.study_spec(config, name)
+    return study.config_hash(
+        {"study": spec, "base": {k: config.get(k) for k in study.RUN_SETTINGS_KEYS}}
+    )
+
+
+def language_table_inputs(wildcards):
+    return language_report.inputs(config, wildcards.table)
+
+
+def language_outputs():
+    """The language tables (four formats) and Fig. 4 the config defines (none without `language`)."""
+    tables = expand(
+        "results/tables/{table}.{ext}",
+        table=language_report.configured_tables(config),
+        ext=PAPER_TABLE_FORMATS,
+    )
+    if (config.get("language") or {}).get("tables", {}).get("figure4"):
+        tables.append("results/figures/figure4_language_pareto.png")
+    return tables

@@ -58,7 +58,10 @@ class GridConfig:
 
 
 def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    accountant, space, _, targets = context(config, trainer)
+    # every grid point is one run at the full budget: any run accountant calibrates it (exact GDP for
+    # the linear head, PRV for the fine-tuning trainers)
+    accountant, space, _, targets = context(config, trainer, any_accountant=True)
+    gdp = accountant.name == "gdp"
     grid = GridConfig.from_config(config).points(space)
     delta = accountant.delta
     eta, steps, sigma, seeds, owner = [], [], [], [], []
@@ -67,7 +70,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
         for i, (e, t) in enumerate(grid):
             eta.append(e)
             steps.append(t)
-            sigma.append(accountant.sigma_for_mu(mu, t))
+            sigma.append(accountant.sigma_for_mu(mu, t) if gdp else accountant.sigma_for_eps(target, t))
             seeds.append(trial_seed(ORACLE, seed, f"{target:.10g}", i))
             owner.append(target)
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
@@ -82,7 +85,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
                 "steps": steps[j],
                 "r": eta[j] * steps[j],
                 "sigma": sigma[j],
-                "mu": mu,
+                "mu": mu if gdp else None,
                 "noise_seed": seeds[j],
             }
             | trial_metrics(trainer, outcome, j)
@@ -90,14 +93,11 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
         ]
         best = best_index(trainer.metric, outcome.test_metric[idx])  # selection on TEST: the oracle
         chosen = trials[best]
-        ledger = Ledger()
-        ledger.add(
-            "released run (oracle: the other grid runs and the test-set selection are NOT accounted)",
-            mu=mu,
-            eta=chosen["eta"],
-            steps=chosen["steps"],
-            sigma=chosen["sigma"],
-        )
+        what = "released run (oracle: the other grid runs and the test-set selection are NOT accounted)"
+        details = {k: chosen[k] for k in ("eta", "steps", "sigma")}
+        ledger = Ledger([accountant.entry(what, chosen["sigma"], chosen["steps"], details)]) if not gdp else Ledger()
+        if gdp:
+            ledger.add(what, mu=mu, **details)
         n = len(trials)
         results.append(
             MethodResult(
@@ -107,7 +107,8 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
                 **released_model(trainer, outcome, idx[best]),
                 **result_metrics(trainer, outcome, idx[best]),
                 released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")}
-                | {"standalone_eps": eps_from_mu(mu, delta), "trial": best},
+                | {"standalone_eps": eps_from_mu(mu, delta) if gdp else accountant.standalone_eps(chosen["sigma"], chosen["steps"]),
+                   "trial": best},
                 ledger=ledger,
                 selection={"rule": "test", "private": False, "label": ORACLE_LABEL},
                 trials=trials,
@@ -116,7 +117,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
                     "n_trials": n,
                     "unaccounted": {
                         "runs": n - 1,
-                        "eps_of_all_runs_composed": eps_from_mu(mu * math.sqrt(n), delta),
+                        "eps_of_all_runs_composed": eps_from_mu(mu * math.sqrt(n), delta) if gdp else None,
                         "selection": "on the test set: no finite eps covers it",
                     },
                 },

@@ -75,11 +75,13 @@ def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> GdpAc
     )
 
 
-def context(config: dict, trainer: PrivateTrainer | None = None) -> tuple[GdpAccountant, SearchSpace, SelectionRule, list[float]]:
-    """The parts of a config every baseline shares: run accountant (`gdp_accountant`), search space,
-    selection, targets."""
+def context(
+    config: dict, trainer: PrivateTrainer | None = None, any_accountant: bool = False
+) -> tuple[GdpAccountant, SearchSpace, SelectionRule, list[float]]:
+    """The parts of a config every baseline shares: run accountant (`gdp_accountant`; with
+    `any_accountant`, the trainer's own: methods of single full-budget runs), search space, selection, targets."""
     return (
-        gdp_accountant(config, trainer),
+        trainer.accountant if any_accountant and trainer is not None else gdp_accountant(config, trainer),
         SearchSpace.from_config(config["search_space"]),
         SelectionRule.from_config(config.get("selection", {})),
         targets_of(config),
@@ -155,7 +157,10 @@ def run_composed(
     candidate). The released model is the selected trial itself: nothing is retrained. An outcome
     with an `extras` list adds its dicts to the trial records.
     """
-    accountant = gdp_accountant({}, trainer)
+    single = all(len(c) == 1 for c in candidates.values())
+    # One run at the full budget needs no composition plan: any run accountant calibrates it (the
+    # PRV-accounted fine-tuning trainers); composed candidates are planned in exact GDP.
+    accountant = trainer.accountant if single and trainer.accountant.name != "gdp" else gdp_accountant({}, trainer)
     delta = accountant.delta
     plans = []
     eta, steps, sigma, seeds = [], [], [], []
@@ -167,11 +172,13 @@ def run_composed(
                 "eta": float(e),
                 "steps": int(t),
                 "r": float(e) * int(t),
-                "sigma": accountant.sigma_for_mu(mu, int(t)),
-                "mu": mu,
+                "sigma": accountant.sigma_for_mu(mu, int(t)) if accountant.name == "gdp" else accountant.sigma_for_eps(target, int(t)),
+                "mu": mu if accountant.name == "gdp" else None,
                 "standalone_eps": eps_from_mu(mu, delta),
                 "noise_seed": trial_seed(method, seed, f"{target:.10g}", i),
             }
+            if accountant.name != "gdp":
+                trial["standalone_eps"] = accountant.standalone_eps(trial["sigma"], int(t))
             trials.append(trial)
             eta.append(trial["eta"])
             steps.append(trial["steps"])
@@ -190,14 +197,11 @@ def run_composed(
             trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
             if extras is not None:
                 trial.update(extras[idx[i]])
-            ledger.add(
-                f"trial {i}: {mechanism}",
-                mu=mu,
-                eta=trial["eta"],
-                steps=trial["steps"],
-                sigma=trial["sigma"],
-                standalone_eps=trial["standalone_eps"],
-            )
+            details = {k: trial[k] for k in ("eta", "steps", "sigma", "standalone_eps")}
+            if accountant.name == "gdp":
+                ledger.add(f"trial {i}: {mechanism}", mu=mu, **details)
+            else:
+                ledger.append(accountant.entry(f"trial {i}: {mechanism}", trial["sigma"], trial["steps"], details))
         if len(trials) > 1:
             best, scores = select_best(
                 selection,
@@ -235,7 +239,7 @@ def run_composed(
 
 def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     """Random search, the paper's definition: one random (η, T), one run at the full budget."""
-    _, space, selection, targets = context(config, trainer)
+    _, space, selection, targets = context(config, trainer, any_accountant=True)
     rsc = RandomSearchConfig.from_config(config)
     candidates = {t: draw_candidates(space, rng_for(METHOD, seed, f"{t:.10g}"), 1, rsc.sampling) for t in targets}
     return run_composed(

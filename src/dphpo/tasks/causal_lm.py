@@ -85,7 +85,10 @@ def small_gpt2(vocab_size: int, n_layer: int, n_embd: int, n_head: int, n_positi
 
 def lm_losses(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sequence (NLL sum, correct next tokens, predicted tokens) of a batch."""
-    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+    # explicit per-example positions: GPT-2 otherwise embeds one (1, L) position row for the whole
+    # batch, and opacus would see a batch of one in the position embedding's per-sample gradient
+    positions = torch.arange(ids.shape[1], device=ids.device).repeat(ids.shape[0], 1)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1]
     target, valid = ids[:, 1:], mask[:, 1:]
     nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none").view_as(target)
     correct = (logits.argmax(-1) == target).float()

@@ -16,7 +16,7 @@ from dphpo.errors import ConfigError
 
 TASKS = ("classification", "causal_lm")
 TRAINERS = ("finetune", "dpzo")
-METHODS = ("linear_scaling", "random_search", "grid_oracle")
+METHODS = ("linear_scaling", "random_search", "grid_oracle")  # the methods a language study may run
 
 
 def studies(config: dict) -> dict[str, dict]:
@@ -85,9 +85,9 @@ def settings(spec: dict):
 
 def run_accountant(sample_rate: float, delta: float, eps_error: float = 0.01):
     """PRV accountant of one run: T compositions of the Poisson-subsampled Gaussian (q, σ)."""
-    from dphpo.train._protocol_shim import PrvRunAccountant
+    from dphpo.privacy.accountant import PrvAccountant
 
-    return PrvRunAccountant(sample_rate, delta, eps_error)
+    return PrvAccountant(delta, sample_rate, eps_error)
 
 
 def load_task(spec: dict, input_path: str | Path | None):
@@ -112,3 +112,67 @@ def build_trainer(config: dict, spec: dict, input_path: str | Path | None):
     acc = run_accountant(s.sample_rate(task.n_train), cfg["privacy"]["delta"], float(cfg["privacy"].get("eps_error", 0.01)))
     cls = DPZOTrainer if spec.get("trainer", "finetune") == "dpzo" else FinetuneTrainer
     return cls(task, acc, s), cfg
+
+
+# --------------------------------------------------------------------------------------------
+# what the workflow's jobs run (workflow/scripts/language_*.py)
+
+
+def source_of(config: dict, spec: dict) -> dict[str, str]:
+    """The input file of a study's training jobs: its hidden-state cache or its pretrained LM."""
+    if uses_cache(spec):
+        return {"source": f"results/language/cache/{spec['name']}.h5"}
+    if spec["model"].get("pretrain"):
+        return {"source": f"results/language/pretrained/{spec['model']['pretrain']}.pt"}
+    return {}
+
+
+def result_files(config: dict, name: str, method: str) -> list[str]:
+    if method == "nonprivate":
+        return [f"results/language/{name}/nonprivate/result.json"]
+    return [f"results/language/{name}/{method}/seed{s}/results.json" for s in config.get("seeds", [0])]
+
+
+def _provenance(config: dict, cfg: dict, trainer, **extra) -> dict:
+    from dphpo.provenance import config_hash, package_versions
+
+    return {
+        "config_hash": config_hash(cfg),
+        "package_versions": package_versions() | package_versions(("transformers", "tokenizers", "peft")),
+        "accountant": trainer.accountant.describe(),
+        "trainer": trainer.provenance(),
+    } | extra
+
+
+def run_study_method(config: dict, name: str, method: str, seed: int, source, results_path, models_dir) -> list[dict]:
+    """Run `method` (dphpo.hpo.registry) on the study; write results.json (one record per target ε) and the models."""
+    from pathlib import Path
+
+    from dphpo.hpo import registry as hpo
+    from dphpo.io import write_json
+    from dphpo.study import eps_label
+
+    spec = study_spec(config, name)
+    trainer, cfg = build_trainer(config, spec, source)
+    results = hpo.run_method(method, trainer, cfg, seed=seed, progress=True)
+    Path(models_dir).mkdir(parents=True, exist_ok=True)
+    records = []
+    for r in results:
+        r.save_model(Path(models_dir) / f"eps{eps_label(r.target_eps)}.pt")
+        records.append(r.record(_provenance(config, cfg, trainer, seed=seed, study=name, method=method)))
+    write_json(results_path, {"study": name, "method": method, "seed": seed, "metric": trainer.metric, "results": records})
+    return records
+
+
+def run_study_nonprivate(config: dict, name: str, source, result_path) -> dict:
+    """Every search-space grid point trained without noise (σ = 0), best on TEST: the ε = ∞ reference."""
+    from dphpo.hpo import nonprivate
+    from dphpo.hpo.space import SearchSpace
+    from dphpo.io import write_json
+
+    spec = study_spec(config, name)
+    trainer, cfg = build_trainer(config, spec, source)
+    result = nonprivate.run(trainer, SearchSpace.from_config(cfg["search_space"]), progress=True)
+    record = result.record(_provenance(config, cfg, trainer, study=name, method="nonprivate"))
+    write_json(result_path, record)
+    return record

@@ -292,7 +292,7 @@ class TaskTrainer:
         raise NotImplementedError
 
     def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
-        from dphpo.train._protocol_shim import TrialOutcome
+        from dphpo.train.protocol import TrialOutcome
 
         if not len(eta) == len(steps) == len(sigma) == len(seeds):
             raise ValueError("eta, steps, sigma and seeds must have the same length")
