@@ -24,12 +24,15 @@ localrules:
     paper_figure6,
     paper_pareto,
     paper_provenance,
+    language_table,
+    language_figure4,
 
 
 rule paper:
     input:
         paper_outputs(),
         study_outputs(),
+        language_outputs(),
 
 
 rule paper_table2:

@@ -284,11 +284,12 @@ def build_table20(config: dict, rd: Reader) -> Table:
     rows = []
     for item in section(config).get("table20") or []:
         label, study = (item["label"], item["study"]) if isinstance(item, dict) else (item, item)
+        paper = SEED000_TABLE20.get(label, {}) if _paper_ref(config, study) == "PersonaChat" else {}
         for eps in rd.targets(study):
             s = summary(rd.at(study, LS, eps), 1.0)
             if s:
                 rows.append({"layers trained": label, "study": study, "target ε": eps, "perplexity": s["metric"],
-                             "total ε (incl. search)": s["total ε (incl. search)"], "seed 000 ppl": SEED000_TABLE20.get(label, {}).get(eps)})
+                             "total ε (incl. search)": s["total ε (incl. search)"], "seed 000 ppl": paper.get(eps)})
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
             rows.append({"layers trained": label, "study": study, "target ε": math.inf, "perplexity": s["metric"], "total ε (incl. search)": math.inf})

@@ -103,8 +103,8 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
 def top_k(model_spec: dict, n_layers: int) -> int:
     k = model_spec.get("train_layers", "all")
     k = n_layers if k == "all" else int(k)
-    if not 1 <= k <= n_layers:
-        raise ConfigError(f"language.studies[].model.train_layers: expected 'all' or 1..{n_layers}, got {model_spec.get('train_layers')!r}")
+    if not 0 <= k <= n_layers:
+        raise ConfigError(f"language.studies[].model.train_layers: expected 'all' or 0..{n_layers} (0: the head only), got {model_spec.get('train_layers')!r}")
     return k
 
 
@@ -152,7 +152,7 @@ class SequenceClassificationTask:
         tensors, attrs = read_hidden_cache(path)
         model, _, _ = load_encoder(model_spec)
         k = int(attrs["train_layers"])
-        layers = list(model.encoder.layer)[-k:]
+        layers = list(model.encoder.layer)[len(model.encoder.layer) - k :]  # k = 0: the head alone
         return cls(layers, tensors, attrs["num_classes"], {"hidden_cache": attrs, "cache_file": Path(path).name})
 
     def provenance(self) -> dict:
