@@ -354,3 +354,33 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         seeds={"audit": spec.seed, "trial_seed_keys": "('audit', seed, world, run)"},
     )
     return AuditResult(spec, claim, rows, diagnostics, prov)
+
+
+#: Defaults of the `audit:` config section (workflow/schemas/config.schema.yaml) and of `dphpo audit`.
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "eps": [1.0, 4.0],
+    "delta": 1e-5,
+    "runs": 40000,
+    "steps": 5,
+    "lr": 1.0,
+    "batch_size": None,
+    "accountant": None,
+    "alpha": 0.05,
+    "seed": 0,
+    "data": "digits",
+    "max_train": 128,
+    "threat_models": list(THREAT_MODELS),
+    "canary_norm": 10.0,
+}
+
+
+def audits_from_config(section: dict | None, data_dir: str = "data", *, progress: bool = False) -> list[AuditResult]:
+    """Run the audits of an `audit:` config section (one per claimed ε); every spec is checked before training."""
+    cfg = CONFIG_DEFAULTS | dict(section or {})
+    unknown = sorted(set(cfg) - set(CONFIG_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"audit: unknown key(s) {unknown}; known: {sorted(CONFIG_DEFAULTS)}")
+    keys = ("delta", "runs", "steps", "lr", "batch_size", "accountant", "alpha", "seed", "canary_norm")
+    specs = [AuditSpec(eps=float(eps), **{k: cfg[k] for k in keys}) for eps in cfg["eps"]]
+    data = load_audit_data(cfg["data"], root=data_dir, max_train=cfg["max_train"])
+    return [run_audit(spec, data, threat_models=tuple(cfg["threat_models"]), progress=progress) for spec in specs]
