@@ -389,7 +389,8 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from dphpo.audit.run import THREAT_MODELS, AuditSpec, load_audit_data, run_audit
+    from dphpo.audit import THREAT_MODELS
+    from dphpo.audit.run import AuditSpec, load_audit_data, run_audit
     from dphpo.audit.table import audit_table, write_audit
 
     models = THREAT_MODELS if args.threat_model == "both" else (args.threat_model,)
@@ -432,6 +433,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """`dphpo audit`: empirical lower bounds on the ε of the linear-head trainer (exit 1 if one beats the claim)."""
+    from dphpo.audit import CONFIG_DEFAULTS as d  # the defaults of the workflow's `audit:` section
+
     text = (
         "Empirical privacy audit: train the linear-head DP-GD (or DP-SGD) many times on neighbouring "
         "datasets with and without a canary record and bound its eps from below (Clopper-Pearson on the "
@@ -440,10 +443,10 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("audit", help="empirical privacy audit of the trainer", description=text)
     p.set_defaults(handler=_audit, parser=p)
     p.add_argument("--eps", type=positive_float, nargs="+", required=True, help="claimed eps of one run (one or more)")
-    p.add_argument("--delta", type=probability, default=1e-5)
-    p.add_argument("--runs", type=positive_int, default=40000, help="training runs per budget, half with the canary")
-    p.add_argument("--steps", type=positive_int, default=5, help="steps T of each run")
-    p.add_argument("--lr", type=positive_float, default=1.0, help="learning rate (momentum 0.9, unit clipping)")
+    p.add_argument("--delta", type=probability, default=d["delta"])
+    p.add_argument("--runs", type=positive_int, default=d["runs"], help="training runs per budget, half with the canary")
+    p.add_argument("--steps", type=positive_int, default=d["steps"], help="steps T of each run")
+    p.add_argument("--lr", type=positive_float, default=d["lr"], help="learning rate (momentum 0.9, unit clipping)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="expected Poisson batch size: audit DP-SGD")
     p.add_argument(
         "--accountant",
@@ -451,15 +454,15 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="calibration of sigma: gdp (full batch, default), prv (DP-SGD, default) or rdp (DP-SGD, as the workflow)",
     )
-    p.add_argument("--alpha", type=probability, default=0.05, help="the bounds hold with confidence 1 - alpha")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--data", default="digits", help="image dataset of the registry (raw pixels); default digits")
+    p.add_argument("--alpha", type=probability, default=d["alpha"], help="the bounds hold with confidence 1 - alpha")
+    p.add_argument("--seed", type=nonnegative_int, default=d["seed"])
+    p.add_argument("--data", default=d["data"], help="image dataset of the registry (raw pixels); default %(default)s")
     p.add_argument("--data-root", default="data", help="folder of downloaded datasets")
     p.add_argument("--features", default=None, help="audit on a feature cache (.h5) instead of --data")
     p.add_argument(
         "--max-train",
         type=nonnegative_int,
-        default=128,
+        default=d["max_train"],
         help="seeded random subset of the training split (0: all); the guarantee holds for every dataset",
     )
     p.add_argument(
@@ -468,7 +471,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="white-box",
         help="white-box: every step's update; black-box: the final model's loss on the canary",
     )
-    p.add_argument("--canary-norm", type=positive_float, default=10.0, help="norm of the canary's feature vector")
+    p.add_argument("--canary-norm", type=positive_float, default=d["canary_norm"], help="norm of the canary's feature vector")
     p.add_argument(
         "--noise-scale",
         type=positive_float,

@@ -10,9 +10,9 @@ The rates are estimated from counts; Clopper–Pearson upper bounds (each at con
 both hold together with confidence ≥ 1 − α) make the bound hold with confidence 1 − α.
 
 A μ-GDP mechanism (Dong, Roth & Su 2022) has every test above its trade-off curve
-FNR ≥ Φ(Φ⁻¹(1 − FPR) − μ), so the same counts give μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR) (Nasr et al. 2023,
-"Tight auditing of differentially private machine learning", §5: auditing in the GDP privacy
-region). That refutes a μ-GDP claim without further assumptions; its ε at δ is an ε lower bound
+FNR ≥ Φ(Φ⁻¹(1 − FPR) − μ), so the same counts give μ ≥ Φ⁻¹(1 − FPR) − Φ⁻¹(FNR) (the f-DP/GDP view
+of auditing in Nasr et al. 2023, "Tight auditing of differentially private machine learning",
+USENIX Security). That refutes a μ-GDP claim without further assumptions; its ε at δ is an ε lower bound
 only for mechanisms whose privacy region is Gaussian (exactly: full-batch DP-GD; approximately:
 DP-SGD), and is reported as such, never as the assumption-free bound.
 
@@ -77,7 +77,9 @@ def mu_lower_from_rates(fpr_upper: np.ndarray, fnr_upper: np.ndarray) -> np.ndar
     return np.maximum(-ndtri(fpr) - ndtri(fnr), 0.0)
 
 
-def error_counts(scores_out: np.ndarray, scores_in: np.ndarray, thresholds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def error_counts(
+    scores_out: np.ndarray, scores_in: np.ndarray, thresholds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(false positives, false negatives) of the tests "score ≥ τ ⇒ canary in" for every τ."""
     out, inn = np.sort(np.asarray(scores_out, float)), np.sort(np.asarray(scores_in, float))
     thresholds = np.asarray(thresholds, float)
@@ -150,7 +152,9 @@ def threshold_bound(
     fpr_up = float(clopper_pearson_upper(fp_e, e_out.size, alpha / 2.0))
     fnr_up = float(clopper_pearson_upper(fn_e, e_in.size, alpha / 2.0))
     value = float(_bound_at(fp_e, fn_e, e_out.size, e_in.size, alpha, delta, kind))
-    return ThresholdBound(kind, value, tau, fp_e, fn_e, int(e_out.size), int(e_in.size), fpr_up, fnr_up, float(values[best]))
+    return ThresholdBound(
+        kind, value, tau, fp_e, fn_e, int(e_out.size), int(e_in.size), fpr_up, fnr_up, float(values[best])
+    )
 
 
 def eps_of_mu_lower(mu_lower: float, delta: float) -> float:

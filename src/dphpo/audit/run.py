@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dphpo.audit import CONFIG_DEFAULTS, THREAT_MODELS
 from dphpo.audit.bounds import (
     achievable_bounds,
     eps_of_mu_lower,
@@ -49,7 +50,6 @@ from dphpo.hpo.common import TrainSettings, trial_seed
 from dphpo.privacy.gdp import mu_from_eps
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
 
-THREAT_MODELS = ("white-box", "black-box")
 ACCOUNTANTS = ("gdp", "rdp", "prv")
 
 
@@ -58,20 +58,20 @@ class AuditSpec:
     """One audit: a claimed (ε, δ), the trainer's settings, the number of runs and the attack's confidence."""
 
     eps: float
-    delta: float = 1e-5
-    runs: int = 20000  # training runs in all: half without the canary, half with it
-    steps: int = 10
-    lr: float = 1.0
+    delta: float = CONFIG_DEFAULTS["delta"]
+    runs: int = CONFIG_DEFAULTS["runs"]  # training runs in all: half without the canary, half with it
+    steps: int = CONFIG_DEFAULTS["steps"]
+    lr: float = CONFIG_DEFAULTS["lr"]
     batch_size: int | None = None  # expected Poisson batch size (DP-SGD); None = full-batch DP-GD
     accountant: str | None = None  # gdp (full batch), prv or rdp (DP-SGD); None: gdp / prv
-    alpha: float = 0.05  # the bounds hold with confidence 1 − α
+    alpha: float = CONFIG_DEFAULTS["alpha"]  # the bounds hold with confidence 1 − α
     clip_norm: float = 1.0
     momentum: float = 0.9
     free_step: bool = True
-    canary_norm: float = 10.0  # ‖x_c‖: large enough that the canary's gradient is always clipped
+    canary_norm: float = CONFIG_DEFAULTS["canary_norm"]  # ‖x_c‖, large: its gradient is always clipped
     canary_label: int = 0
     noise_scale: float = 1.0  # σ used = noise_scale × calibrated σ (< 1: a broken mechanism)
-    seed: int = 0
+    seed: int = CONFIG_DEFAULTS["seed"]
 
     def __post_init__(self) -> None:
         if not (self.eps > 0 and math.isfinite(self.eps)):
@@ -121,7 +121,9 @@ class AuditData:
         return int(self.x.shape[0])
 
 
-def load_audit_data(name: str = "digits", *, root: str = "data", max_train: int | None = None, features: str | None = None) -> AuditData:
+def load_audit_data(
+    name: str = "digits", *, root: str = "data", max_train: int | None = None, features: str | None = None
+) -> AuditData:
     """D: raw pixels of a registry image dataset (digits by default, offline), or a feature cache file."""
     if features:
         from dphpo.features.cache import load_feature_cache
@@ -131,15 +133,26 @@ def load_audit_data(name: str = "digits", *, root: str = "data", max_train: int 
         if max_train is not None and max_train < x.shape[0]:
             idx = torch.as_tensor(np.sort(np.random.default_rng(0).choice(x.shape[0], max_train, replace=False)))
             x, y = x[idx], y[idx]
-        return AuditData(x, y, int(fs.num_classes), fs.checksum, f"feature cache {features} (train split, n={x.shape[0]})")
+        return AuditData(
+            x, y, int(fs.num_classes), fs.checksum, f"feature cache {features} (train split, n={x.shape[0]})"
+        )
     from dphpo.data.registry import load_dataset
     from dphpo.features.extractors import RawPixels
 
     ds = load_dataset(name, root, max_train=max_train, max_test=0, download=False)
     if ds.modality != "image":
-        raise ConfigError(f"--data {name}: the audit trains on raw pixels of an image dataset; pass --features for {ds.modality} data")
+        raise ConfigError(
+            f"audit.data (--data) {name}: the audit trains on raw pixels of an image dataset; "
+            f"pass --features for {ds.modality} data"
+        )
     x = torch.from_numpy(RawPixels("raw").extract(ds.train_inputs, progress=False))
-    return AuditData(x, torch.from_numpy(ds.train_labels), ds.num_classes, ds.checksum, f"{name} raw pixels ({ds.source}), n={ds.n_train}")
+    return AuditData(
+        x,
+        torch.from_numpy(ds.train_labels),
+        ds.num_classes,
+        ds.checksum,
+        f"{name} raw pixels ({ds.source}), n={ds.n_train}",
+    )
 
 
 def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
@@ -153,9 +166,19 @@ def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
     if spec.account == "prv":
         from dphpo.privacy.prv import ACCOUNTANT, prv_sigma_for
 
-        return {"sigma": prv_sigma_for(q, spec.steps, spec.eps, spec.delta), "q": q, "mu": None, "accountant": ACCOUNTANT}
+        return {
+            "sigma": prv_sigma_for(q, spec.steps, spec.eps, spec.delta),
+            "q": q,
+            "mu": None,
+            "accountant": ACCOUNTANT,
+        }
     settings = TrainSettings(clip_norm=spec.clip_norm, delta=spec.delta, batch_size=spec.batch_size)
-    return {"sigma": settings.calibrate_sigma(spec.eps, spec.steps, n), "q": q, "mu": None, "accountant": settings.accounting}
+    return {
+        "sigma": settings.calibrate_sigma(spec.eps, spec.steps, n),
+        "q": q,
+        "mu": None,
+        "accountant": settings.accounting,
+    }
 
 
 def canary_worlds(data: AuditData, spec: AuditSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -204,7 +227,9 @@ def black_box_scores(weights: torch.Tensor, spec: AuditSpec) -> np.ndarray:
     ).numpy()
 
 
-def train_world(x, y, num_classes, spec: AuditSpec, sigma_used: float, q: float | None, world: int, attack, progress: bool):
+def train_world(
+    x, y, num_classes, spec: AuditSpec, sigma_used: float, q: float | None, world: int, attack, progress: bool
+):
     runs = spec.runs // 2
     trials = TrialBatch(
         [spec.lr] * runs,
@@ -227,7 +252,9 @@ def train_world(x, y, num_classes, spec: AuditSpec, sigma_used: float, q: float 
     )
 
 
-def ideal_llr_achievable(sigma: float, q: float, steps: int, n_eval: int, spec: AuditSpec, samples: int = 200_000) -> dict:
+def ideal_llr_achievable(
+    sigma: float, q: float, steps: int, n_eval: int, spec: AuditSpec, samples: int = 200_000
+) -> dict:
     """Context for DP-SGD: the bounds the optimal white-box attack can expect, from its exact per-step model
     (canary in each batch with probability q, always clipped), sampled — not an audit."""
     rng = np.random.default_rng(trial_seed("audit-achievable", spec.seed))
@@ -269,8 +296,14 @@ class AuditResult:
         return all(r["pass"] for r in self.rows)
 
     def to_dict(self) -> dict:
-        return {"spec": asdict(self.spec), "claim": self.claim, "rows": self.rows, "diagnostics": self.diagnostics,
-                "provenance": self.provenance, "passed": self.passed}
+        return {
+            "spec": asdict(self.spec),
+            "claim": self.claim,
+            "rows": self.rows,
+            "diagnostics": self.diagnostics,
+            "provenance": self.provenance,
+            "passed": self.passed,
+        }
 
 
 def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, progress: bool = False) -> AuditResult:
@@ -354,24 +387,6 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         seeds={"audit": spec.seed, "trial_seed_keys": "('audit', seed, world, run)"},
     )
     return AuditResult(spec, claim, rows, diagnostics, prov)
-
-
-#: Defaults of the `audit:` config section (workflow/schemas/config.schema.yaml) and of `dphpo audit`.
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "eps": [1.0, 4.0],
-    "delta": 1e-5,
-    "runs": 40000,
-    "steps": 5,
-    "lr": 1.0,
-    "batch_size": None,
-    "accountant": None,
-    "alpha": 0.05,
-    "seed": 0,
-    "data": "digits",
-    "max_train": 128,
-    "threat_models": list(THREAT_MODELS),
-    "canary_norm": 10.0,
-}
 
 
 def audits_from_config(section: dict | None, data_dir: str = "data", *, progress: bool = False) -> list[AuditResult]:
