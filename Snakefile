@@ -16,6 +16,7 @@ include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/language.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:
