@@ -30,12 +30,6 @@ def test_language_tables_are_in_the_paper_dag():
         assert rule in out.stdout, rule
 
 
-def test_paper_config_language_rows_dry_run():
-    out = snakemake("-n", "--configfile", "config/paper.yaml", "--replace-workflow-config", "paper", "--quiet", "rules", timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "language_method" in out.stdout and "language_table" in out.stdout
-
-
 def test_bad_language_study_is_refused_before_any_job(tmp_path):
     import yaml
 
