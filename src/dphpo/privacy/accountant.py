@@ -24,7 +24,7 @@ import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.privacy.calibrate import calibrate_log_sigma, smallest_sigma
-from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
 from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
@@ -143,9 +143,7 @@ class GdpAccountant(_Accountant):
 
     def mu(self, sigma: float, steps: int) -> float:
         """μ of `steps` full-batch steps at noise multiplier σ."""
-        if not (sigma > 0 and math.isfinite(sigma)):
-            raise ValueError(f"sigma must be a positive finite number, got {sigma}")
-        return self.factor * math.sqrt(steps) / sigma
+        return self.factor * mu_of_steps(sigma, steps)
 
     def sigma_for_mu(self, mu: float, steps: int) -> float:
         """Noise multiplier making `steps` full-batch steps exactly μ-GDP."""
@@ -162,7 +160,7 @@ class GdpAccountant(_Accountant):
         return self.gaussian_eps(self.mu(sigma, steps))
 
     def sigma_for_eps(self, eps: float, steps: int) -> float:
-        return self.sigma_for_mu(mu_from_eps(eps, self.delta), steps)
+        return self.factor * sigma_for_steps(eps, self.delta, steps)
 
     def _start(self, steps: int) -> float:
         return self.sigma_for_mu(1.0, steps)
@@ -213,7 +211,8 @@ class RdpSubsampledAccountant(_Accountant):
 
     @property
     def formula(self) -> str:
-        return f"RDP of the Poisson-subsampled Gaussian (Mironov et al. 2019), batch size {self.batch_size}"
+        batch = f"batch size {self.batch_size}" if self.batch_size is not None else f"sample rate {self.q:g}"
+        return f"RDP of the Poisson-subsampled Gaussian (Mironov et al. 2019), {batch}"
 
     def describe(self) -> dict:
         return super().describe() | {"adjacency": "add_remove", "sample_rate": self.q, "batch_size": self.batch_size}
@@ -308,44 +307,44 @@ def make_accountant(
     accountant: str = "gdp",
     delta: float = 1e-5,
     adjacency: str = "add_remove",
-    batch_size: int | None = None,
-    n_train: int | None = None,
+    sample_rate: float | None = None,
     eps_error: float = 0.01,
+    batch_size: int | None = None,
 ) -> RunAccountant:
-    """The accountant of runs on `n_train` examples with expected Poisson batch `batch_size` (None: full batch).
+    """The accountant of runs with Poisson sampling rate `sample_rate` (None: full batch).
 
-    "gdp" with a batch size has no exact form: such runs fall back to the RDP of the subsampled
-    Gaussian (what `describe()` and every ledger then say), as "rdp" does.
+    "gdp" with a sampling rate below 1 has no exact form: such runs fall back to the RDP of the
+    subsampled Gaussian (what `describe()` and every ledger then say), as "rdp" does. `batch_size`
+    (the B of q = B/N) is only recorded.
     """
-    check_accounting(accountant, adjacency, batch_size)
-    q = 1.0
-    if batch_size is not None:
-        if n_train is None or n_train < 1:
-            raise ValueError("n_train is needed to turn training.batch_size into a sampling rate")
-        q = min(1.0, batch_size / n_train)
+    subsampled = sample_rate is not None
+    check_accounting(accountant, adjacency, (batch_size or 1) if subsampled else None)
+    q = 1.0 if sample_rate is None else float(sample_rate)
     if accountant == "prv":
         return PrvAccountant(delta, q, eps_error, adjacency, batch_size)
     if q < 1.0:
         return RdpSubsampledAccountant(delta, q, batch_size)
-    if accountant == "rdp" or batch_size is not None:
+    if accountant == "rdp" or subsampled:
         return RdpGaussianAccountant(delta, adjacency)
     return GdpAccountant(delta, adjacency)
 
 
 def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccountant:
-    """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error}, training.batch_size."""
+    """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error} and
+    training.batch_size (q = B/N, so minibatch configs need `n_train`)."""
     p, t = config.get("privacy", {}) or {}, config.get("training", {}) or {}
     batch_size = t.get("batch_size")
+    sample_rate = None
+    if batch_size is not None:
+        check_accounting(p.get("accountant", "gdp"), p.get("adjacency", "add_remove"), int(batch_size))
+        if n_train is None or n_train < 1:
+            raise ValueError("the number of training examples is needed to turn training.batch_size into a sampling rate")
+        sample_rate = min(1.0, int(batch_size) / n_train)
     return make_accountant(
         accountant=p.get("accountant", "gdp"),
         delta=float(p.get("delta", 1e-5)),
         adjacency=p.get("adjacency", "add_remove"),
-        batch_size=None if batch_size is None else int(batch_size),
-        n_train=n_train,
+        sample_rate=sample_rate,
         eps_error=float(p.get("eps_error", 0.01)),
+        batch_size=None if batch_size is None else int(batch_size),
     )
-
-
-def describe_accountant(accountant: Any) -> dict:
-    """Provenance block of an accountant (name + parameters)."""
-    return dict(accountant.describe())

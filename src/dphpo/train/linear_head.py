@@ -67,7 +67,7 @@ class TrainSettings:
     def accountant_for(self, n_train: int) -> RunAccountant:
         """The accountant of one run on `n_train` examples (`dphpo.privacy.accountant.make_accountant`;
         `accountant_from_config` also reads privacy.eps_error)."""
-        return make_accountant(self.accountant, self.delta, self.adjacency, self.batch_size, n_train)
+        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_train), batch_size=self.batch_size)
 
 
 @dataclass
@@ -141,7 +141,7 @@ class LinearHeadTrainer:
     def provenance(self) -> dict:
         f = self.features
         return {
-            "kind": self.kind,
+            "trainer": self.kind,
             "feature_cache": {
                 "content_sha256": f.checksum,
                 "extractor": f.attrs.get("extractor"),
