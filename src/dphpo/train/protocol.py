@@ -63,6 +63,8 @@ class PrivateTrainer(Protocol):
 def best_index(metric: str, values: Sequence[float]) -> int:
     """Index of the best value of `metric` (argmax for accuracy, argmin for perplexity; first on ties)."""
     values = np.asarray(values, dtype=np.float64)
+    # a diverged run (NaN perplexity) is never the best while any run is finite
+    values = np.where(np.isnan(values), -np.inf if higher_is_better(metric) else np.inf, values)
     return int(np.argmax(values) if higher_is_better(metric) else np.argmin(values))
 
 
