@@ -5,13 +5,25 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from dphpo import study
-from dphpo.errors import DPHPOError
+from dphpo.errors import ConfigError, DPHPOError
+from dphpo.features.build import dataset_options
 from dphpo.features.pretrain import check_pretraining_config, checkpoint_path
 from dphpo.hpo import registry
+from dphpo.io import remove_orphan_temporaries
 
-validate(config, schema="../schemas/config.schema.yaml")
+CONFIG_SCHEMA = "../schemas/config.schema.yaml"
+validate(config, schema=CONFIG_SCHEMA)
 
 try:
+    # Each variant merged over the base config is a whole config: the same closed schema
+    # refuses a typo or a bad value inside a variant, naming the variant.
+    for _variant in config["variants"]:
+        try:
+            validate(study.merged_variant(config, _variant), schema=CONFIG_SCHEMA)
+        except WorkflowError as err:
+            raise ConfigError(
+                f"variants.{_variant} (merged over the base config): {err}"
+            ) from None
     TARGETS = study.target_eps(config)
     EPS_LABELS = [study.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
@@ -170,3 +182,9 @@ def paper_all_results(wildcards):
         for f in paper_figures.inputs(config, "pareto", d):
             files[f] = None
     return list(files)
+
+
+onstart:
+    # Temporaries of writers killed in an earlier run (kill -9 runs no cleanup) whose targets
+    # are not rebuilt; a rebuilt target's writer removes its own (dphpo.io.atomic_path).
+    remove_orphan_temporaries("results", min_age_s=24 * 3600)
