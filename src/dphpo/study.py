@@ -173,6 +173,47 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
             sys.stderr.flush()
 
 
+def validate_config(config: dict, schema: str | Path) -> None:
+    """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
+    validator, filling in defaults), each variant merged over the base config against the same
+    closed schema, then the cross-checks of `check_config`, the baselines and pretraining.
+    Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from dphpo.errors import ConfigError
+    from dphpo.features.pretrain import check_pretraining_config
+    from dphpo.hpo import registry
+
+    try:
+        validate(config, schema=str(schema))
+    except WorkflowError as err:
+        raise ConfigError(_schema_message(err)) from None
+    for variant in config.get("variants", {}):
+        try:
+            validate(merged_variant(config, variant), schema=str(schema))
+        except WorkflowError as err:
+            raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
+    check_config(config)
+    registry.check_config(config)  # baselines: known names, feasible plans
+    check_pretraining_config(config)  # pretrained_public names a section
+
+
+def _schema_message(err: Exception) -> str:
+    """`key.path: what is wrong` from Snakemake's wrapper of a jsonschema ValidationError (whose
+    own text dumps the schema); for a oneOf, why each alternative failed."""
+    import jsonschema
+
+    cause = err.__context__
+    if not isinstance(cause, jsonschema.ValidationError):
+        return str(err)
+    where = ".".join(str(p) for p in cause.absolute_path) or "the config"
+    message = f"{where}: {cause.message}"
+    if cause.context:
+        message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
+    return message
+
+
 def check_config(config: dict) -> None:
     """Checks the JSON schema cannot express; raises ConfigError / InfeasibleBudgetError before any job runs."""
     from dphpo.data import DATASETS

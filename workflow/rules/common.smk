@@ -1,36 +1,34 @@
 # Config validation, wildcard constraints and input functions shared by every rule file.
 import math
+import os
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
+from snakemake.logging import logger
 
 from dphpo import study
-from dphpo.errors import ConfigError, DPHPOError
+from dphpo.errors import DPHPOError
 from dphpo.features.build import dataset_options
-from dphpo.features.pretrain import check_pretraining_config, checkpoint_path
+from dphpo.features.pretrain import checkpoint_path
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
+from dphpo.resume import record_lock_owner, release_stale_lock
 
-CONFIG_SCHEMA = "../schemas/config.schema.yaml"
-validate(config, schema=CONFIG_SCHEMA)
+# A run killed with kill -9 leaves its lock: release it when its process is provably gone, so
+# that the same command resumes (README "Resuming after a failure"; else `snakemake --unlock`).
+_released = release_stale_lock()
+if _released:
+    logger.warning(_released)
 
 try:
-    # Each variant merged over the base config is a whole config: the same closed schema
-    # refuses a typo or a bad value inside a variant, naming the variant.
-    for _variant in config["variants"]:
-        try:
-            validate(study.merged_variant(config, _variant), schema=CONFIG_SCHEMA)
-        except WorkflowError as err:
-            raise ConfigError(
-                f"variants.{_variant} (merged over the base config): {err}"
-            ) from None
+    # the schema (defaults filled in), each variant merged over the base config, then the
+    # cross-checks (budgets, baselines, pretraining): all before any job
+    study.validate_config(
+        config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+    )
     TARGETS = study.target_eps(config)
     EPS_LABELS = [study.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
-    study.check_config(config)
-    registry.check_config(config)  # baselines: known names, feasible plans
-    check_pretraining_config(config)  # pretrained_public names a section
 except DPHPOError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 
@@ -185,6 +183,8 @@ def paper_all_results(wildcards):
 
 
 onstart:
+    # This process now holds the directory lock (release_stale_lock above reads this).
+    record_lock_owner()
     # Temporaries of writers killed in an earlier run (kill -9 runs no cleanup) whose targets
     # are not rebuilt; a rebuilt target's writer removes its own (dphpo.io.atomic_path).
     remove_orphan_temporaries("results", min_age_s=24 * 3600)
