@@ -23,7 +23,8 @@ try:
     # the schema (defaults filled in), each variant merged over the base config, then the
     # cross-checks (budgets, baselines, pretraining): all before any job
     study.validate_config(
-        config, os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
+        config,
+        os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
     )
     TARGETS = study.target_eps(config)
     EPS_LABELS = [study.eps_label(e) for e in TARGETS]
