@@ -123,7 +123,7 @@ def test_load_features_refuses_a_cache_of_other_dataset_options(tmp_path):
 def test_changed_dataset_subset_reruns_extraction_and_training(tmp_path):
     target = "results/runs/digits/raw/nonprivate/result.json"
     cfg = tiny_config(datasets={"digits": {"max_train": 400}},
-                      search_space={"eta": {"min": 0.1, "max": 1.0, "num": 2}, "steps": [5, 10]})
+                      search_space={"eta": {"min": 0.1, "max": 1.0, "num": 2}, "steps": [10, 40]})
     rc, out = snakemake(tmp_path, "--cores", "2", target, config=cfg)
     assert rc == 0, out[-3000:]
     rc, out = snakemake(tmp_path, "-n", target, config=cfg)

@@ -63,7 +63,7 @@ def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return _to_jsonable(obj.tolist())
     if isinstance(obj, np.generic):
-        return obj.item()
+        return _to_jsonable(obj.item())  # a numpy NaN or inf becomes null or "inf" like a float
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "tolist"):  # torch tensors
