@@ -82,10 +82,12 @@ def study_outputs():
     return [
         "results/tables/linear_scaling.md",
         "results/tables/linear_scaling.csv",
+        "results/tables/linear_scaling.html",
         "results/figures/linear_scaling_accuracy_vs_eps.png",
         "results/tables/hpo_comparison.md",
         "results/tables/hpo_comparison.csv",
         "results/tables/hpo_comparison.tex",
+        "results/tables/hpo_comparison.html",
         "results/figures/hpo_comparison_accuracy_vs_eps.png",
     ]
 
