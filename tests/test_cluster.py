@@ -8,6 +8,7 @@ holds config/config.yaml as a user's checkout does, and compare it with the main
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -87,3 +88,48 @@ def test_without_a_config_file_the_default_is_loaded(tmp_path):
     proc = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n"], work)
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     assert {f"seed{s}" for s in default["seeds"]} <= set(proc.stdout.replace("/", " ").split())
+
+
+def resources_of(dry_run_log: str) -> dict[str, set[str]]:
+    """rule -> the distinct `resources:` lines of its jobs in a dry run."""
+    out: dict[str, set[str]] = {}
+    for block in dry_run_log.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0]
+        for line in block.splitlines():
+            if line.strip().startswith("resources:"):
+                out.setdefault(rule, set()).add(line.strip())
+    return out
+
+
+def test_gpu_model_only_on_jobs_the_config_gives_a_gpu(tmp_path):
+    """profiles/slurm names a gpu_model for every rule that may use a GPU; the SLURM plugin turns any
+    gpu_model into --gpus, so the CPU-sized configs must not carry it."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    set_resources = [f"{rule}:gpu_model={res['gpu_model']}" for rule, res in profile["set-resources"].items()]
+    assert len(set_resources) >= 4
+    for config, gpu in [(TINY, False), (REPO / "config" / "paper.yaml", True)]:
+        proc = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n", "--configfile", str(config),
+                    "--replace-workflow-config", "--set-resources", *set_resources, "-d", str(tmp_path)], REPO)
+        resources = resources_of(proc.stdout)
+        for rule in profile["set-resources"]:
+            for line in resources.get(rule, ()):
+                assert ("gpu_model=" in line) == gpu and ("gpu=1" in line) == gpu, (config.name, rule, line)
+        assert not any("gpu" in line for rule in ("table_linear_scaling", "table_hpo_comparison")
+                       for line in resources.get(rule, ()))
+
+
+def test_slurm_profile_replaces_the_local_default_profile():
+    """--workflow-profile profiles/slurm: profiles/default (cores: all, the local settings) is not merged
+    on top, as it is under --profile profiles/slurm."""
+    from snakemake.cli import parse_args
+
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        _, as_workflow_profile = parse_args(["--workflow-profile", "profiles/slurm", "-n"])
+        _, as_profile = parse_args(["--profile", "profiles/slurm", "-n"])
+    finally:
+        os.chdir(cwd)
+    assert as_workflow_profile.executor == "slurm" and as_workflow_profile.jobs == 200
+    assert as_workflow_profile.cores is None  # profiles/default's `cores: all` stayed out
+    assert as_profile.cores == os.cpu_count()  # `cores: all` of profiles/default: the pitfall the README names
