@@ -35,7 +35,7 @@ wildcard_constraints:
 def rule_resources(rule_name, **defaults):
     """Resource tags of a rule: config `resources.<rule>` overrides the defaults.
 
-    A rule asks for a GPU only where the config says so (`gpu: N`, config/paper.yaml): the
+    GPUs only where the config asks for them (`gpu` of `resources.<name>`, config/paper.yaml): the
     embedded configs run on CPUs, also on a cluster.
     """
     return defaults | config.get("resources", {}).get(rule_name, {})
