@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +53,7 @@ def cluster_job(cwd, rule, wildcards, configfile):
                 "--ignore-incomplete", "--configfiles", str(configfile), "--mode", "remote"], cwd)
 
 
+@pytest.mark.slow
 def test_a_cluster_job_loads_the_same_config_as_the_main_process(tmp_path):
     local = checkout(tmp_path / "local")
     main_process(local, STAGE1)

@@ -4,12 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
 
 
+@pytest.mark.slow
 def test_pretrained_extractor_reads_its_checkpoint_under_the_module_prefix(tmp_path):
     cfg = yaml.safe_load(TINY.read_text())
     cfg["extractors"]["syn_cnn"] = {"kind": "pretrained_public", "pretrain": "syn_cnn"}
