@@ -20,6 +20,7 @@ include: "workflow/rules/search.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:

@@ -384,6 +384,106 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
     return privacy
 
 
+# ------------------------------------------------------------------------------------------------
+# dphpo audit
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from dphpo.audit import THREAT_MODELS
+    from dphpo.audit.run import AuditSpec, load_audit_data, run_audit
+    from dphpo.audit.table import audit_table, write_audit
+
+    models = THREAT_MODELS if args.threat_model == "both" else (args.threat_model,)
+    # Every spec is checked before any data are loaded or any run is trained.
+    specs = [
+        AuditSpec(
+            eps=eps,
+            delta=args.delta,
+            runs=args.runs,
+            steps=args.steps,
+            lr=args.lr,
+            batch_size=args.batch_size,
+            accountant=args.accountant,
+            alpha=args.alpha,
+            canary_norm=args.canary_norm,
+            noise_scale=args.noise_scale,
+            seed=args.seed,
+        )
+        for eps in args.eps
+    ]
+    data = load_audit_data(
+        args.data, root=args.data_root, max_train=args.max_train or None, features=args.features
+    )
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    results = [run_audit(spec, data, threat_models=models, progress=progress) for spec in specs]
+    if args.out:
+        write_audit(results, args.out)
+    if args.json:
+        print(json.dumps(_jsonable({"audits": [r.to_dict() for r in results]})))
+    else:
+        print(audit_table(results).to_markdown())
+        print(
+            f"{models[0]} eps lower bounds (Clopper-Pearson, confidence {1 - args.alpha:g}) for claimed eps "
+            + " ".join(f"{e:g}" for e in args.eps)
+            + ":"
+        )
+        print(" ".join(repr(float(r.rows[0]["eps_lower"])) for r in results))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """`dphpo audit`: empirical lower bounds on the ε of the linear-head trainer (exit 1 if one beats the claim)."""
+    from dphpo.audit import CONFIG_DEFAULTS as d  # the defaults of the workflow's `audit:` section
+
+    text = (
+        "Empirical privacy audit: train the linear-head DP-GD (or DP-SGD) many times on neighbouring "
+        "datasets with and without a canary record and bound its eps from below (Clopper-Pearson on the "
+        "best threshold attack). Exit status 1 when a lower bound exceeds the claimed eps."
+    )
+    p = subparsers.add_parser("audit", help="empirical privacy audit of the trainer", description=text)
+    p.set_defaults(handler=_audit, parser=p)
+    p.add_argument("--eps", type=positive_float, nargs="+", required=True, help="claimed eps of one run (one or more)")
+    p.add_argument("--delta", type=probability, default=d["delta"])
+    p.add_argument("--runs", type=positive_int, default=d["runs"], help="training runs per budget, half with the canary")
+    p.add_argument("--steps", type=positive_int, default=d["steps"], help="steps T of each run")
+    p.add_argument("--lr", type=positive_float, default=d["lr"], help="learning rate (momentum 0.9, unit clipping)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="expected Poisson batch size: audit DP-SGD")
+    p.add_argument(
+        "--accountant",
+        choices=["gdp", "prv", "rdp"],
+        default=None,
+        help="calibration of sigma: gdp (full batch, default), prv (DP-SGD, default) or rdp (DP-SGD, as the workflow)",
+    )
+    p.add_argument("--alpha", type=probability, default=d["alpha"], help="the bounds hold with confidence 1 - alpha")
+    p.add_argument("--seed", type=nonnegative_int, default=d["seed"])
+    p.add_argument("--data", default=d["data"], help="image dataset of the registry (raw pixels); default %(default)s")
+    p.add_argument("--data-root", default="data", help="folder of downloaded datasets")
+    p.add_argument("--features", default=None, help="audit on a feature cache (.h5) instead of --data")
+    p.add_argument(
+        "--max-train",
+        type=nonnegative_int,
+        default=d["max_train"],
+        help="seeded random subset of the training split (0: all); the guarantee holds for every dataset",
+    )
+    p.add_argument(
+        "--threat-model",
+        choices=["white-box", "black-box", "both"],
+        default="white-box",
+        help="white-box: every step's update; black-box: the final model's loss on the canary",
+    )
+    p.add_argument("--canary-norm", type=positive_float, default=d["canary_norm"], help="norm of the canary's feature vector")
+    p.add_argument(
+        "--noise-scale",
+        type=positive_float,
+        default=1.0,
+        help="train with noise_scale x the calibrated sigma (< 1: a deliberately broken mechanism)",
+    )
+    p.add_argument("--out", default=None, help="write the table: OUT.md, OUT.csv and OUT.json")
+    p.add_argument("--json", action="store_true", help="print one JSON object with every field")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars on stderr")
+    return p
+
+
 def _float_arg(text: str) -> float:
     x = _float(text)
     if math.isnan(x):
@@ -397,7 +497,7 @@ def _missing(parser: argparse.ArgumentParser) -> int:
 
 
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
-SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser]
+SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser, add_audit_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

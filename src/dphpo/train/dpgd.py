@@ -84,6 +84,7 @@ def train_linear_dpgd(
     progress: bool = False,
     desc: str = "DP-GD",
     sample_rate: float | None = None,
+    on_step: Callable[[int, np.ndarray, torch.Tensor, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
     """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU, in the features' dtype.
 
@@ -91,6 +92,10 @@ def train_linear_dpgd(
     column of ones appended by the caller (`with_bias_column`). `init_std > 0` replaces the zero
     init by N(0, init_std²) weights drawn from each trial's seed (ablation only). `sample_rate`
     q in (0, 1) switches to Poisson-subsampled minibatch DP-SGD (ablation only); None or 1 is full batch.
+    `on_step(t, index, weights, noisy_grad)`, if given, sees every step's release (privacy audits,
+    dphpo.audit: the white-box adversary): `index` holds the positions in `trials` of the active
+    trials, `weights` (active, K, d) the models the step's gradients were taken at, `noisy_grad`
+    (active, K, d) the noisy averaged gradient of the step, before the update.
     """
     if sample_rate is not None and not 0.0 < float(sample_rate) <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
@@ -106,14 +111,17 @@ def train_linear_dpgd(
     for start in range(0, h_total, per_group):
         idx = order[start : start + per_group]
         group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
+        hook = None if on_step is None else (lambda t, w, g, idx=idx: on_step(t, idx[: w.shape[0]], w, g))
         weights[torch.as_tensor(idx)] = _train_group(
-            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar, q
+            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar, q, hook
         ).cpu()
     bar.close()
     return weights
 
 
-def _train_group(features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar, sample_rate=None):
+def _train_group(
+    features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None
+):
     device, dtype = features.device, features.dtype
     n, d = features.shape
     h = len(trials)
@@ -145,6 +153,8 @@ def _train_group(features, labels, num_classes, trials, clip_norm, momentum, fre
             ]
         ).to(device=device, dtype=dtype)
         grad = (clipped_sum + noise) / (n if sample_rate is None else sample_rate * n)
+        if on_step is not None:
+            on_step(t, w[:active], grad)
         v[:active] = momentum * v[:active] + grad
         w[:active] = w[:active] - eta[:active] * v[:active]
         bar.update(active)

@@ -1,0 +1,67 @@
+"""The audit report: one row per (budget, threat model), claimed ε beside its empirical lower bounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from dphpo.audit.run import AuditResult
+from dphpo.io import write_json
+from dphpo.report.tables import Table
+
+COLUMNS = {
+    "mechanism": "mechanism",
+    "threat_model": "threat model",
+    "claimed_eps": "claimed ε",
+    "delta": "δ",
+    "claimed_mu": "claimed μ",
+    "steps": "steps",
+    "runs": "runs",
+    "eps_lower": "ε lower (CP)",
+    "mu_lower": "μ lower",
+    "eps_lower_gdp": "ε lower (GDP)",
+    "achievable_eps": "achievable ε (CP)",
+    "achievable_eps_gdp": "achievable ε (GDP)",
+    "confidence": "confidence",
+    "verdict": "verdict",
+    "time_s": "time (s)",
+}
+
+
+def audit_table(results: Sequence[AuditResult]) -> Table:
+    rows = []
+    for result in results:
+        for row in result.rows:
+            cells = {COLUMNS[k]: row[k] for k in COLUMNS if k in row}
+            cells[COLUMNS["verdict"]] = "pass" if row["pass"] else "FAIL: lower bound above the claim"
+            rows.append(cells)
+    data = results[0].provenance.get("data", "?") if results else "?"
+    return Table(
+        columns=list(COLUMNS.values()),
+        rows=rows,
+        caption=(
+            "Empirical privacy audit of the linear-head trainer: each row trains `runs` runs (half with a canary "
+            "record, half without) at the claimed (ε, δ), which is what one run spends, and bounds ε from below."
+        ),
+        notes=[
+            f"Data: {data}, plus one all-zero feature column that only the canary uses (its gradient is "
+            "orthogonal to every other record's).",
+            "ε lower (CP): assumption-free; the best threshold attack, chosen on half the runs and evaluated on "
+            "the other half with Clopper–Pearson bounds on both error rates (Jagielski et al. 2020; Nasr et al. 2021).",
+            "μ lower: from the same kind of test against the μ-GDP trade-off curve; ε lower (GDP) is its ε at δ, "
+            "a lower bound for mechanisms whose privacy region is Gaussian (exact for full-batch DP-GD, "
+            "approximate for DP-SGD; Nasr et al. 2023).",
+            "achievable: what the optimal attack on the claimed mechanism can expect to certify with this many "
+            "held-out runs (expected counts, best threshold).",
+            "verdict: fail when a lower bound exceeds the claim (ε, or μ for an exact GDP claim).",
+        ],
+    )
+
+
+def write_audit(results: Sequence[AuditResult], out: str | Path) -> list[Path]:
+    """`out` (.md) plus the same stem as .csv and .json (every field, provenance included), atomically."""
+    out = Path(out)
+    md, csv_path, json_path = out.with_suffix(".md"), out.with_suffix(".csv"), out.with_suffix(".json")
+    audit_table(results).write(md=md, csv_path=csv_path)
+    write_json(json_path, {"audits": [r.to_dict() for r in results]})
+    return [md, csv_path, json_path]

@@ -1,0 +1,27 @@
+# Empirical privacy audit of the linear-head trainer (`dphpo audit`): canary runs at each claimed ε
+# of config `audit:`, lower bounds on ε beside the claims. Not part of `all`: `snakemake audit`.
+
+
+rule audit:
+    output:
+        md=report(
+            "results/tables/audit.md",
+            caption="../report/audit_table.rst",
+            category="Privacy audit",
+        ),
+        csv="results/tables/audit.csv",
+        json="results/tables/audit.json",
+    log:
+        "results/logs/audit.log",
+    benchmark:
+        "results/benchmarks/audit.tsv"
+    conda:
+        "../../envs/dphpo.yaml"
+    threads: config["threads"]["train"]
+    resources:
+        **rule_resources("audit", mem_mb=4000, runtime=30),
+    params:
+        audit=config["audit"],
+        data_dir=config["data_dir"],
+    script:
+        "../scripts/audit.py"
