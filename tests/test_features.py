@@ -339,6 +339,7 @@ def test_snakemake_script(tmp_path):
     fake = SimpleNamespace(
         wildcards=SimpleNamespace(dataset="digits", extractor="raw"),
         config={"data_dir": str(tmp_path / "data"), "extractors": {"raw": {"kind": "raw"}}},
+        input=SimpleNamespace(pretrained=[]),  # rule extract_features: no checkpoint for a raw extractor
         output=SimpleNamespace(features=str(out)),
         log=[str(log)],
         threads=1,

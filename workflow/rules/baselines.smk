@@ -34,6 +34,11 @@ rule run_method:
         "../scripts/run_method.py"
 
 
+# reads a few JSON files: runs in the main process, never queued on a cluster
+localrules:
+    table_hpo_comparison,
+
+
 rule table_hpo_comparison:
     input:
         results=[

@@ -44,8 +44,23 @@ wildcard_constraints:
 
 
 def rule_resources(rule_name, **defaults):
-    """Resource tags of a rule: config `resources.<rule>` overrides the defaults."""
+    """Resource tags of a rule: config `resources.<rule>` overrides the defaults.
+
+    GPUs only where the config asks for them (`gpu` of `resources.<name>`, config/paper.yaml): the
+    embedded configs run on CPUs, also on a cluster.
+    """
     return defaults | config.get("resources", {}).get(rule_name, {})
+
+
+def drop_gpu_model_without_gpu(rules):
+    """profiles/slurm names the GPU model of the rules that may use one (`set-resources`); the SLURM
+    plugin turns any `gpu_model` into `--gpus=<model>:<gpu or 1>`, so a job the config runs on CPUs
+    (no `gpu`, or 0) would still wait for a GPU. Those rules lose the model (main process and jobs
+    alike: the jobs load this file too)."""
+    for r in rules:
+        gpu = r.resources.get("gpu")
+        if "gpu_model" in r.resources and not (gpu is not None and gpu.value):
+            r.resources["gpu_model"] = None
 
 
 def features_h5(wildcards):

@@ -1,6 +1,11 @@
 # Tables and figures from the result files.
 
 
+# reads a few JSON files: runs in the main process, never queued on a cluster
+localrules:
+    table_linear_scaling,
+
+
 rule table_linear_scaling:
     input:
         results=[

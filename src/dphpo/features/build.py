@@ -59,13 +59,20 @@ def expected_attrs(dataset: str, extractor: str, config: dict) -> dict[str, Any]
 
 
 def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *, device="auto",
-                        progress: bool = True) -> dict:
-    """Load `dataset`, extract train and test features with `extractor`, write the cache; return its attrs."""
+                        progress: bool = True, checkpoint=None) -> dict:
+    """Load `dataset`, extract train and test features with `extractor`, write the cache; return its attrs.
+
+    `checkpoint`: where the `pretrained_public` checkpoint is (the rule's input, so the workflow also
+    works as a Snakemake `module` with a path prefix); default: the extractor's `checkpoint` key or
+    `dphpo.features.pretrain.checkpoint_path`.
+    """
     from dphpo.data import DATASETS, load_dataset
 
     if dataset not in DATASETS:
         raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
     spec = extractor_spec(config, extractor)
+    if checkpoint:
+        spec = {**spec, "checkpoint": str(checkpoint)}
     ext = get_extractor(extractor, spec)
     check_modality(ext, dataset, DATASETS[dataset].modality)
     opts = dataset_options(config, dataset)
