@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo import grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
-from dphpo.hpo.common import PreparedFeatures
+from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger
@@ -53,7 +53,7 @@ def digits_features():
 @pytest.fixture(scope="module")
 def all_results(digits_features):
     """Every feature baseline run once on digits (seed 0): shared by the budget tests."""
-    return {m: registry.run_method(m, digits_features, CONFIG, seed=0) for m in registry.FEATURE_BASELINES}
+    return {m: registry.run_method(m, LinearHeadTrainer.from_config(digits_features, CONFIG), CONFIG, seed=0) for m in registry.FEATURE_BASELINES}
 
 
 def with_baselines(**sections):
@@ -319,7 +319,7 @@ def test_koskela_amplification_of_a_gaussian_upper_bounds_dp_accounting():
 
 def test_koskela_total_matches_an_independent_computation(digits_features):
     cfg = with_baselines(koskela={"q": 0.3, "mean_trials": 2, "max_trials": 60})
-    results = koskela.run(digits_features, cfg, seed=1)
+    results = koskela.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, seed=1)
     sel = SelectionRule(noise_std=50.0)
     for r in results:
         assert r.total["eps"] <= r.target_eps and r.total["eps"] == pytest.approx(r.target_eps, rel=1e-4)
@@ -422,7 +422,7 @@ def test_oso_cnn_on_digits_is_prv_accounted(digits_features):
 
     cfg = with_baselines(oso_dpsgd_cnn={"epochs": 1, "batch_size": 128, "channels": [4, 8]})
     cfg["privacy"]["target_eps"] = [2.0]
-    (r,) = oso.run_cnn(digits_features, cfg, seed=0)
+    (r,) = oso.run_cnn(LinearHeadTrainer.from_config(digits_features, cfg), cfg, seed=0)
     q, steps, nu = r.released["sample_rate"], r.released["steps"], r.released["nu"]
     assert q == pytest.approx(128 / 1400) and steps == math.ceil(1 / q)
     assert r.total["eps"] <= 2.0 and r.total["eps"] == pytest.approx(2.0, rel=0.01)
@@ -449,7 +449,7 @@ def test_mehta_accuracy_does_not_depend_on_eta(digits_features, optimizer, loss)
     runs = []
     for eta in [1e-3, 1.0, 1e3]:
         cfg = with_baselines(mehta={"optimizer": optimizer, "loss": loss, "eta": eta})
-        runs.append(mehta.run(f, cfg, seed=4))
+        runs.append(mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, seed=4))
     for by_eta in zip(*runs):
         assert len({r.test_accuracy for r in by_eta}) == 1
         assert len({r.train_accuracy for r in by_eta}) == 1

@@ -16,7 +16,8 @@ import torch
 import yaml
 
 from dphpo.hpo import linear_scaling as ls
-from dphpo.hpo.common import MINIBATCH_RDP_ORDERS, RUN_RDP_ORDERS, PreparedFeatures, TrainSettings
+from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures, TrainSettings
+from dphpo.privacy.accountant import MINIBATCH_RDP_ORDERS, RUN_RDP_ORDERS
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import mu_from_eps
@@ -129,8 +130,8 @@ def test_minibatch_run_rdp_curve_matches_dp_accounting():
     import dp_accounting as dpa
     from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
-    settings = TrainSettings(batch_size=256)
-    orders, curve = settings.run_rdp(sigma=1.3, steps=120, n_train=10_000)
+    entry = TrainSettings(batch_size=256).accountant_for(10_000).entry("run", sigma=1.3, steps=120)
+    orders, curve = np.asarray(entry.rdp_orders), np.asarray(entry.rdp_values)
     assert np.array_equal(orders, MINIBATCH_RDP_ORDERS)
     acc = RdpAccountant(list(orders))
     acc.compose(dpa.PoissonSampledDpEvent(256 / 10_000, dpa.GaussianDpEvent(1.3)), 120)
@@ -141,31 +142,31 @@ def test_minibatch_run_rdp_curve_matches_dp_accounting():
 def test_minibatch_sigma_is_calibrated_to_the_budget_and_prv_agrees():
     from dphpo.privacy.prv import prv_eps_bounds_subsampled_gaussian
 
-    settings = TrainSettings(batch_size=256)
-    sigma = settings.calibrate_sigma(1.0, steps=100, n_train=10_000)
-    eps = settings.standalone_eps(sigma, 100, 10_000)
+    accountant = TrainSettings(batch_size=256).accountant_for(10_000)
+    sigma = accountant.sigma_for_eps(1.0, steps=100)
+    eps = accountant.standalone_eps(sigma, 100)
     assert 0.999 <= eps <= 1.0
     prv = prv_eps_bounds_subsampled_gaussian(256 / 10_000, sigma, 100, DELTA)
     # the PRV accountant is tighter than RDP: its upper bound stays below the RDP-calibrated budget
     assert 0.7 < prv["eps_upper"] <= 1.0
     # subsampling buys privacy: far less noise than the same steps full batch
-    assert sigma < TrainSettings().calibrate_sigma(1.0, 100, 10_000) / 5
+    assert sigma < TrainSettings().accountant_for(10_000).sigma_for_eps(1.0, 100) / 5
 
 
 def test_rdp_accounting_needs_more_noise_than_exact_gdp():
     import dp_accounting as dpa
     from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
-    gdp, rdp = TrainSettings(), TrainSettings(accountant="rdp")
+    gdp, rdp = TrainSettings().accountant_for(1000), TrainSettings(accountant="rdp").accountant_for(1000)
     for eps in (0.1, 1.0, 4.0):
-        s_gdp, s_rdp = gdp.calibrate_sigma(eps, 50, 1000), rdp.calibrate_sigma(eps, 50, 1000)
+        s_gdp, s_rdp = gdp.sigma_for_eps(eps, 50), rdp.sigma_for_eps(eps, 50)
         assert s_rdp > s_gdp  # RDP → (ε, δ) is looser, so the ablation pays with noise
         assert s_gdp == pytest.approx(math.sqrt(50) / mu_from_eps(eps, DELTA))
         # dp_accounting's RDP of 50 Gaussian steps at σ_rdp agrees with the budget
         acc = RdpAccountant(list(RUN_RDP_ORDERS))
         acc.compose(dpa.GaussianDpEvent(s_rdp), 50)
         assert acc.get_epsilon(DELTA) == pytest.approx(eps, rel=2e-3)
-        assert rdp.standalone_eps(s_rdp, 50, 1000) <= eps
+        assert rdp.standalone_eps(s_rdp, 50) <= eps
 
 
 def test_minibatch_trainer_sums_a_poisson_subset_over_the_expected_batch():
@@ -202,7 +203,7 @@ def test_linear_scaling_ablations_account_every_run_in_rdp_within_the_target(dig
 
     space = SearchSpace(eta_min=0.05, eta_max=2.0, eta_num=4, steps=(5, 10, 20))
     lsc = ls.LinearScalingConfig(n_trials=2)
-    results = ls.run(digits_features, settings, lsc, space, SelectionRule(noise_std=50.0), [1.0], seed=0)
+    results = ls.run(LinearHeadTrainer(digits_features, settings), lsc, space, SelectionRule(noise_std=50.0), [1.0], seed=0)
     for res in results:
         total = res.total
         assert total["accountant"] == "rdp" and total["mu"] is None

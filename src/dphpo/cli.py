@@ -140,23 +140,51 @@ def _privacy_mu(args: argparse.Namespace) -> int:
     )
 
 
-def _privacy_sigma(args: argparse.Namespace) -> int:
-    from dphpo.privacy.gdp import mu_from_eps, sigma_for_steps
+def _run_accountant(args: argparse.Namespace):
+    """The run accountant the flags ask for (`dphpo.privacy.accountant.make_accountant`, as the workflow)."""
+    from dphpo.privacy.accountant import make_accountant
 
-    sigma = sigma_for_steps(args.eps, args.delta, args.steps)
+    sample_rate = None if args.sample_rate in (None, 1.0) else args.sample_rate
+    if sample_rate is not None and args.adjacency != "add_remove":
+        args.parser.error("--sample-rate below 1 (Poisson-subsampled steps) is accounted for --adjacency add_remove only")
+    return make_accountant(args.accountant, args.delta, args.adjacency, sample_rate, args.eps_error)
+
+
+def _run_fields(args: argparse.Namespace, accountant: Any, sigma: float) -> dict[str, Any]:
     fields = {
         "sigma": sigma,
-        "eps": args.eps,
-        "delta": args.delta,
         "steps": args.steps,
-        "mu": mu_from_eps(args.eps, args.delta),
-        "accountant": "gdp_closed_form (full-batch DP-GD, sigma = sqrt(T)/mu)",
+        "delta": args.delta,
+        "standalone_eps": accountant.standalone_eps(sigma, args.steps),
+        "accountant": accountant.describe(),
     }
+    if accountant.name == "gdp":
+        fields["mu"] = accountant.mu(sigma, args.steps)
+    return fields
+
+
+def _privacy_sigma(args: argparse.Namespace) -> int:
+    accountant = _run_accountant(args)
+    sigma = accountant.sigma_for_eps(args.eps, args.steps)
+    fields = _run_fields(args, accountant, sigma) | {"eps": args.eps}
     return _emit(
         args,
         sigma,
         fields,
-        f"noise multiplier for {args.steps} full-batch steps at (eps={args.eps:g}, delta={args.delta:g}):",
+        f"noise multiplier for {args.steps} steps at (eps={args.eps:g}, delta={args.delta:g}), "
+        f"{accountant.name} accountant ({args.adjacency}, sample rate {args.sample_rate or 1:g}):",
+    )
+
+
+def _privacy_run_eps(args: argparse.Namespace) -> int:
+    accountant = _run_accountant(args)
+    fields = _run_fields(args, accountant, args.sigma)
+    return _emit(
+        args,
+        fields["standalone_eps"],
+        fields,
+        f"eps of {args.steps} steps at sigma={args.sigma:g}, delta={args.delta:g}, {accountant.name} accountant "
+        f"({args.adjacency}, sample rate {args.sample_rate or 1:g}):",
     )
 
 
@@ -284,7 +312,7 @@ def _privacy_prv_eps(args: argparse.Namespace) -> int:
 
 
 def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """`dphpo privacy {eps,mu,sigma,plan,select,select-mu,prv-eps}`: the privacy calculators."""
+    """`dphpo privacy {eps,mu,sigma,run-eps,plan,select,select-mu,prv-eps}`: the privacy calculators."""
     privacy = subparsers.add_parser(
         "privacy",
         help="privacy calculators (GDP, budget plans, P&S tuning, PRV)",
@@ -308,10 +336,38 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--eps", type=positive_float, required=True)
     p.add_argument("--delta", type=probability, required=True)
 
-    p = leaf("sigma", _privacy_sigma, "noise multiplier sigma = sqrt(T)/mu(eps, delta) for T full-batch steps")
-    p.add_argument("--eps", type=positive_float, required=True)
-    p.add_argument("--delta", type=probability, required=True)
-    p.add_argument("--steps", type=positive_int, required=True, help="number of full-batch steps T")
+    for name, handler, text in (
+        ("sigma", _privacy_sigma, "smallest noise multiplier sigma whose run of T steps alone is (eps, delta)-DP "
+         "(exact GDP, full batch: sigma = factor sqrt(T)/mu(eps, delta))"),
+        ("run-eps", _privacy_run_eps, "eps (at delta) of one run of T steps at noise multiplier sigma"),
+    ):
+        p = leaf(name, handler, text)
+        if name == "sigma":
+            p.add_argument("--eps", type=positive_float, required=True)
+        else:
+            p.add_argument("--sigma", type=positive_float, required=True, help="noise multiplier")
+        p.add_argument("--delta", type=probability, required=True)
+        p.add_argument("--steps", type=positive_int, required=True, help="number of steps T")
+        p.add_argument(
+            "--accountant",
+            choices=["gdp", "rdp", "prv"],
+            default="gdp",
+            help="gdp: exact GDP of full-batch runs (default); rdp: Renyi DP; prv: prv-accountant upper bound "
+            "(as privacy.accountant)",
+        )
+        p.add_argument(
+            "--adjacency",
+            choices=["add_remove", "replace_one"],
+            default="add_remove",
+            help="replace_one doubles the sensitivity of every step (as privacy.adjacency)",
+        )
+        p.add_argument(
+            "--sample-rate",
+            type=rate,
+            default=None,
+            help="Poisson sampling rate q = B/N of minibatch steps (default: full batch; gdp then falls back to rdp)",
+        )
+        p.add_argument("--eps-error", type=positive_float, default=0.01, help="prv accountant's eps error")
 
     p = leaf(
         "plan",

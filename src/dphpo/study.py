@@ -14,8 +14,9 @@ from typing import Any, Iterator
 
 import torch
 
-from dphpo.hpo.common import PreparedFeatures, TrainSettings, prepare_features
+from dphpo.hpo.common import LinearHeadTrainer, MethodResult, PreparedFeatures, TrainSettings, prepare_features
 from dphpo.hpo.linear_scaling import LinearScalingConfig
+from dphpo.privacy.accountant import accountant_from_config
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.provenance import config_hash, package_versions
@@ -128,24 +129,32 @@ def load_features(config: dict, path: str | Path, dataset: str, extractor: str) 
     return prepare_features(feature_set, train_settings(config))
 
 
-def provenance(config: dict, features: PreparedFeatures | None = None, **extra: Any) -> dict:
-    """The provenance block of every result file."""
+def load_trainer(config: dict, path: str | Path, dataset: str, extractor: str) -> LinearHeadTrainer:
+    """The linear-head trainer over a verified feature cache, with the accountant the config asks for."""
+    return LinearHeadTrainer.from_config(load_features(config, path, dataset, extractor), config)
+
+
+def provenance(config: dict, trainer: Any | None = None, result: MethodResult | None = None, **extra: Any) -> dict:
+    """The provenance block of every result file.
+
+    accountant: how each training run was accounted — the trainer's run accountant (`describe()`:
+    name and parameters; read off the config when no trainer is given) — and, for a result, what
+    composed its ledger (`ledger_total`: gdp_closed_form, rdp, or the PRV accountant). The trainer adds
+    its own block (linear head: feature cache checksums and the training settings).
+    """
+    accountant = trainer.accountant.describe() if trainer is not None else accountant_from_config(config).describe()
+    if result is not None and result.private:
+        accountant["ledger_total"] = result.total["accountant"]
     block: dict[str, Any] = {
         "config_hash": config_hash(config),
         "package_versions": package_versions(),
-        "accountant": {"name": "gdp_closed_form", "delta": config["privacy"]["delta"], "adjacency": config["privacy"].get("adjacency", "add_remove")},
-        "training": train_settings(config).__dict__,
+        "accountant": accountant,
         "torch_threads": torch.get_num_threads(),
     }
-    if features is not None:
-        block["feature_cache"] = {
-            "content_sha256": features.checksum,
-            "extractor": features.attrs.get("extractor"),
-            "dataset_checksum": features.attrs.get("dataset_checksum"),
-            "n_train": features.n_train,
-            "n_test": features.n_test,
-            "upstream_privacy": features.attrs.get("upstream_privacy"),
-        }
+    if trainer is not None:
+        block.update(trainer.provenance())
+    else:
+        block["training"] = train_settings(config).__dict__
     block.update(extra)
     return block
 

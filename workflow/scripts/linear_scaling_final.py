@@ -8,10 +8,9 @@ from dphpo.io import read_json
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     results = linear_scaling.run_final(
-        features,
-        study.train_settings(cfg),
+        trainer,
         study.linear_scaling_config(cfg),
         study.search_space(cfg),
         study.selection_rule(cfg),
@@ -20,6 +19,8 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
         stages=[read_json(p) for p in snakemake.input.stages],
     )
     for result, result_path, model_path in zip(results, snakemake.output.results, snakemake.output.models):
-        prov = study.provenance(cfg, features, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant)
+        prov = study.provenance(
+            cfg, trainer, result, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
+        )
         write_result(result, result_path, model_path, prov)
         log.info("target eps=%g: total eps=%.6f, test accuracy=%.4f", result.target_eps, result.total["eps"], result.test_accuracy)

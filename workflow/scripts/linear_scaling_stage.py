@@ -7,11 +7,10 @@ from dphpo.io import read_json, write_json
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
     stage = linear_scaling.run_stage(
-        features,
-        study.train_settings(cfg),
+        trainer,
         study.linear_scaling_config(cfg),
         study.search_space(cfg),
         study.selection_rule(cfg),
@@ -20,6 +19,6 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
         stage=int(wc.stage),
         previous=previous,
     )
-    stage["provenance"] = study.provenance(cfg, features, seed=int(wc.seed))
+    stage["provenance"] = study.provenance(cfg, trainer, seed=int(wc.seed))
     write_json(snakemake.output.stage, stage)
     log.info("stage %s: selected r = %s", wc.stage, [s["selected_r"] for s in stage["searches"]])

@@ -6,8 +6,8 @@ from dphpo.hpo.common import write_result
 
 cfg, wc = snakemake.config, snakemake.wildcards
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    result = nonprivate.run(features, study.train_settings(cfg), study.search_space(cfg))
-    prov = study.provenance(cfg, features, dataset=wc.dataset, extractor=wc.extractor)
+    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    result = nonprivate.run(trainer, study.search_space(cfg))
+    prov = study.provenance(cfg, trainer, result, dataset=wc.dataset, extractor=wc.extractor)
     write_result(result, snakemake.output.result, snakemake.output.model, prov)
     log.info("non-private reference: test accuracy %.4f at %s", result.test_accuracy, result.released)

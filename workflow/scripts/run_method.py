@@ -7,19 +7,11 @@ from dphpo.hpo.common import write_result
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    features = study.load_features(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    results = registry.run_method(wc.method, features, cfg, seed=int(wc.seed), progress=True)
+    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    results = registry.run_method(wc.method, trainer, cfg, seed=int(wc.seed), progress=True)
     for result, result_path, model_path in zip(results, snakemake.output.results, snakemake.output.models):
-        total = result.total
         prov = study.provenance(
-            cfg,
-            features,
-            seed=int(wc.seed),
-            dataset=wc.dataset,
-            extractor=wc.extractor,
-            variant=wc.variant,
-            method=wc.method,
-            accountant={"name": total["accountant"], "delta": total["delta"], "adjacency": cfg["privacy"].get("adjacency", "add_remove")},
+            cfg, trainer, result, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method=wc.method
         )
         write_result(result, result_path, model_path, prov)
-        log.info("%s target eps=%g: total eps=%.6f, test accuracy=%.4f", wc.method, result.target_eps, total["eps"], result.test_accuracy)
+        log.info("%s target eps=%g: total eps=%.6f, test %s=%.4f", wc.method, result.target_eps, result.total["eps"], result.metric, result.test_metric)

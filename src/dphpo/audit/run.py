@@ -46,8 +46,8 @@ from dphpo.audit.bounds import (
     threshold_bound,
 )
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import TrainSettings, trial_seed
-from dphpo.privacy.gdp import mu_from_eps
+from dphpo.hpo.common import trial_seed
+from dphpo.privacy.accountant import make_accountant
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
@@ -156,29 +156,12 @@ def load_audit_data(
 
 
 def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
-    """σ making one run (ε, δ)-DP, as the workflow calibrates it, and the claim it carries."""
-    if spec.batch_size is None:
-        settings = TrainSettings(clip_norm=spec.clip_norm, delta=spec.delta)
-        sigma = settings.calibrate_sigma(spec.eps, spec.steps, n)
-        mu = mu_from_eps(spec.eps, spec.delta)
-        return {"sigma": sigma, "q": None, "mu": mu, "accountant": settings.accounting}
-    q = min(1.0, spec.batch_size / n)
-    if spec.account == "prv":
-        from dphpo.privacy.prv import ACCOUNTANT, prv_sigma_for
-
-        return {
-            "sigma": prv_sigma_for(q, spec.steps, spec.eps, spec.delta),
-            "q": q,
-            "mu": None,
-            "accountant": ACCOUNTANT,
-        }
-    settings = TrainSettings(clip_norm=spec.clip_norm, delta=spec.delta, batch_size=spec.batch_size)
-    return {
-        "sigma": settings.calibrate_sigma(spec.eps, spec.steps, n),
-        "q": q,
-        "mu": None,
-        "accountant": settings.accounting,
-    }
+    """σ making one run (ε, δ)-DP, as the workflow calibrates it (`dphpo.privacy.accountant`), and the claim it carries."""
+    q = None if spec.batch_size is None else min(1.0, spec.batch_size / n)
+    accountant = make_accountant(spec.account, spec.delta, sample_rate=q, batch_size=spec.batch_size)
+    sigma = accountant.sigma_for_eps(spec.eps, spec.steps)
+    mu = accountant.mu(sigma, spec.steps) if accountant.name == "gdp" else None
+    return {"sigma": sigma, "q": q, "mu": mu, "accountant": accountant.describe()["formula"]}
 
 
 def canary_worlds(data: AuditData, spec: AuditSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -12,8 +12,8 @@ stops improving, §4.3) and this module is the private stage:
   a zero buffer; T = ⌈epochs / q⌉ steps. The network needs GroupNorm (`norm: group`): BatchNorm
   mixes examples and has no per-sample gradient.
 - Accounting: the T steps are T compositions of the Poisson-subsampled Gaussian; σ is the smallest
-  noise multiplier whose prv-accountant upper bound is ≤ ε at δ (`dphpo.privacy.prv.prv_sigma_for`), and the
-  stage's ledger (`PrvLedger`, RDP bound beside it) is stored in the checkpoint.
+  noise multiplier whose prv-accountant upper bound is ≤ ε at δ (`dphpo.privacy.accountant.PrvAccountant`), and
+  the stage's ledger (its PRV total, the RDP bound beside it) is stored in the checkpoint.
 - Inputs are normalized with the public stage's statistics, so nothing data-dependent about the
   private data is released outside the accounted steps.
 
@@ -132,16 +132,19 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
     from dphpo.data import load_dataset
     from dphpo.features.extractors import images_to_tensor, resolve_device
     from dphpo.features.pretrain import evaluate
-    from dphpo.privacy.prv import PrvLedger, prv_sigma_for, subsampled_run_entry
+    from dphpo.errors import DPHPOError
+    from dphpo.privacy.accountant import PrvAccountant
+    from dphpo.privacy.ledger import Ledger
     from dphpo.train.dpsgd import train_dpsgd
 
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
     plan = cfg.plan(data.n_train)
     q, steps = plan["sample_rate"], plan["steps"]
+    accountant = PrvAccountant(cfg.delta, q, cfg.eps_error)
     try:
-        sigma = prv_sigma_for(q, steps, cfg.eps, cfg.delta, eps_error=cfg.eps_error)
-    except ValueError as err:
+        sigma = accountant.sigma_for_eps(cfg.eps, steps)
+    except (ValueError, DPHPOError) as err:
         raise InfeasibleBudgetError(f"private stage on {cfg.dataset}: {err}") from None
     log.info("private stage on %s: N=%d, q=%.4g, T=%d steps, sigma=%.4f for (eps=%g, delta=%g)", cfg.dataset,
              data.n_train, q, steps, sigma, cfg.eps, cfg.delta)
@@ -165,8 +168,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
         lr=cfg.lr, momentum=cfg.momentum, seed=cfg.seed, progress=progress,
         desc=f"DP continual pre-training on {cfg.dataset}",
     )
-    ledger = PrvLedger([subsampled_run_entry(f"DP continual pre-training on {cfg.dataset}", q, sigma, steps)],
-                       eps_error=cfg.eps_error)
+    ledger = Ledger([accountant.entry(f"DP continual pre-training on {cfg.dataset}", sigma, steps)])
     total = ledger.total(cfg.delta)
     if total["eps"] > cfg.eps:
         raise AssertionError(f"private stage spent eps={total['eps']} > its budget {cfg.eps}")

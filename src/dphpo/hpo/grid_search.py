@@ -25,11 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, run_trials, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics, trial_seed
 from dphpo.hpo.random_search import baselines_section, context, full_budget_mu, plan_run_mu, run_composed
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.ledger import Ledger
+from dphpo.train.protocol import PrivateTrainer, best_index
 
 ORACLE = "grid_oracle"
 ACCOUNTED = "grid_accounted"
@@ -65,20 +66,20 @@ class GridConfig:
         return [(float(e), int(t)) for e in etas for t in sorted(set(steps))]
 
 
-def run_oracle(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, space, _, targets = context(config)
+def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    accountant, space, _, targets = context(config, trainer)
     grid = GridConfig.from_config(config).points(space)
-    delta = settings.delta
+    delta = accountant.delta
     eta, steps, sigma, seeds, owner = [], [], [], [], []
     for target in targets:
         mu = full_budget_mu(target, delta)
         for i, (e, t) in enumerate(grid):
             eta.append(e)
             steps.append(t)
-            sigma.append(settings.sigma_for(mu, t))
+            sigma.append(accountant.sigma_for_mu(mu, t))
             seeds.append(trial_seed(ORACLE, seed, f"{target:.10g}", i))
             owner.append(target)
-    outcome = run_trials(features, settings, eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
+    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
     owner_arr = np.asarray(owner)
     results = []
     for target in targets:
@@ -92,12 +93,11 @@ def run_oracle(features: PreparedFeatures, config: dict, seed: int, progress: bo
                 "sigma": sigma[j],
                 "mu": mu,
                 "noise_seed": seeds[j],
-                "train_accuracy": float(outcome.train_correct[j] / features.n_train),
-                "test_accuracy": float(outcome.test_correct[j] / features.n_test),
             }
+            | trial_metrics(trainer, outcome, j)
             for j in idx
         ]
-        best = int(np.argmax(outcome.test_correct[idx]))  # selection on TEST: the oracle
+        best = best_index(trainer.metric, outcome.test_metric[idx])  # selection on TEST: the oracle
         chosen = trials[best]
         ledger = Ledger()
         ledger.add(
@@ -113,9 +113,8 @@ def run_oracle(features: PreparedFeatures, config: dict, seed: int, progress: bo
                 method=ORACLE,
                 target_eps=float(target),
                 delta=delta,
-                weights=outcome.weights[idx[best]].numpy(),
-                test_accuracy=chosen["test_accuracy"],
-                train_accuracy=chosen["train_accuracy"],
+                **released_model(trainer, outcome, idx[best]),
+                **result_metrics(trainer, outcome, idx[best]),
                 released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")}
                 | {"standalone_eps": eps_from_mu(mu, delta), "trial": best},
                 ledger=ledger,
@@ -139,13 +138,12 @@ def run_oracle(features: PreparedFeatures, config: dict, seed: int, progress: bo
     return results
 
 
-def run_accounted(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, space, selection, targets = context(config)
+def run_accounted(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    _, space, selection, targets = context(config, trainer)
     grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     return run_composed(
         ACCOUNTED,
-        features,
-        settings,
+        trainer,
         selection,
         {t: grid for t in targets},
         seed,
@@ -159,8 +157,8 @@ def run_accounted(features: PreparedFeatures, config: dict, seed: int, progress:
 
 
 def check(config: dict) -> None:
-    settings, space, selection, targets = context(config)
+    accountant, space, selection, targets = context(config)
     GridConfig.from_config(config, ORACLE).points(space)
     grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     for target in targets:
-        plan_run_mu(target, settings.delta, len(grid), selection, ACCOUNTED)
+        plan_run_mu(target, accountant.delta, len(grid), selection, ACCOUNTED)

@@ -25,10 +25,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, rng_for, run_trials, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_seed
 from dphpo.hpo.papernot_steinke import (
     CappedTrialsLedger,
     PSConfig,
@@ -42,6 +41,7 @@ from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import LedgerEntry
 from dphpo.privacy.rdp import poisson_subsampled_rdp, ps_gdp_rdp
+from dphpo.train.protocol import PrivateTrainer, require_kind
 
 METHOD = "koskela"
 TRANSFERS = ("scale_sigma", "keep_sigma")
@@ -78,8 +78,8 @@ class KoskelaConfig:
         """μ of one tuning trial's training on X1 (before amplification)."""
         return mu_final / self.q if self.transfer == "scale_sigma" else mu_final
 
-    def trial_sigma(self, settings: TrainSettings, mu_final: float, steps: int) -> float:
-        sigma = settings.sigma_for(mu_final, steps)
+    def trial_sigma(self, accountant, mu_final: float, steps: int) -> float:
+        sigma = accountant.sigma_for_mu(mu_final, steps)
         return self.q * sigma if self.transfer == "scale_sigma" else sigma
 
 
@@ -144,27 +144,20 @@ def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, delta: 
     return {"mu_final": mu_f, "mu_score": mu_s, "truncation": trunc, "planned_eps": total(mu_f)}
 
 
-def subsample(features: PreparedFeatures, q: float, rng: np.random.Generator) -> PreparedFeatures:
-    """X1: each training example kept independently with probability q (Poisson subsampling)."""
-    keep = torch.as_tensor(np.flatnonzero(rng.random(features.n_train) < q), device=features.x_train.device)
-    return PreparedFeatures(
-        x_train=features.x_train[keep],
-        y_train=features.y_train[keep],
-        x_test=features.x_test,
-        y_test=features.y_test,
-        num_classes=features.num_classes,
-        checksum=features.checksum,
-        attrs=features.attrs,
-    )
+def subsample(trainer, q: float, rng: np.random.Generator):
+    """The trainer on X1: each training example kept independently with probability q (Poisson subsampling)."""
+    return trainer.subsample(np.flatnonzero(rng.random(trainer.n_train) < q))
 
 
-def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, space, selection, targets = context(config)
-    if settings.adjacency != "add_remove":
+def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    # the hyperparameter transfer X1 -> X (σ1 = q·σ at the same T) is derived for full-batch DP-GD
+    require_kind(trainer, "linear_head", METHOD)
+    accountant, space, selection, targets = context(config, trainer)
+    if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
-    delta = settings.delta
-    x1 = subsample(features, kc.q, rng_for(METHOD, "subsample", seed))
+    delta = accountant.delta
+    x1 = subsample(trainer, kc.q, rng_for(METHOD, "subsample", seed))
     plans, eta, steps, sigma, seeds = [], [], [], [], []
     for target in targets:
         p = plan(kc, selection, target, delta)
@@ -175,7 +168,7 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
                 "eta": e,
                 "steps": t,
                 "r": e * t,
-                "sigma": kc.trial_sigma(settings, p["mu_final"], t),
+                "sigma": kc.trial_sigma(accountant, p["mu_final"], t),
                 "mu_before_amplification": kc.trial_mu(p["mu_final"]),
                 "noise_seed": trial_seed(METHOD, seed, f"{target:.10g}", i),
             }
@@ -185,7 +178,7 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
             sigma.append(trial["sigma"])
             seeds.append(trial["noise_seed"])
         plans.append([float(target), p, k_info, trials])
-    tuning = run_trials(x1, settings, eta, steps, sigma, seeds, progress=progress, desc=f"{METHOD} tuning")
+    tuning = x1.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"{METHOD} tuning")
 
     finals, offset = [], 0
     for plan_ in plans:
@@ -193,11 +186,11 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
         for i, trial in enumerate(trials):
-            trial["train_accuracy_subsample"] = float(tuning.train_correct[idx[i]] / max(1, x1.n_train))
-            trial["test_accuracy"] = float(tuning.test_correct[idx[i]] / features.n_test)
+            trial["train_accuracy_subsample"] = float(tuning.train_score_sums[idx[i]] / max(1, x1.n_train))
+            trial["test_accuracy"] = float(tuning.test_metric[idx[i]])
         if trials:
             scores = noisy_scores(
-                selection, tuning.train_correct[idx], tuning.test_correct[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
+                selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
             )
             for trial, score in zip(trials, scores):
                 trial["score"] = float(score)
@@ -211,16 +204,14 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
                 "eta": e,
                 "steps": t,
                 "r": e * t,
-                "sigma": settings.sigma_for(p["mu_final"], t),
+                "sigma": accountant.sigma_for_mu(p["mu_final"], t),
                 "mu": p["mu_final"],
                 "standalone_eps": eps_from_mu(p["mu_final"], delta),
                 "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
                 "selected_trial": best,
             }
         )
-    final = run_trials(
-        features,
-        settings,
+    final = trainer.run_trials(
         [f["eta"] for f in finals],
         [f["steps"] for f in finals],
         [f["sigma"] for f in finals],
@@ -249,9 +240,8 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
                 method=METHOD,
                 target_eps=target,
                 delta=delta,
-                weights=final.weights[j].numpy(),
-                test_accuracy=float(final.test_correct[j] / features.n_test),
-                train_accuracy=float(final.train_correct[j] / features.n_train),
+                **released_model(trainer, final, j),
+                **result_metrics(trainer, final, j),
                 released=fin,
                 ledger=ledger,
                 selection=selection.describe() | {"scores_on": "the subsample X1", "cost": "inside each trial's mu_base"},
@@ -273,15 +263,15 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
 
 
 def check(config: dict) -> None:
-    settings, _, selection, targets = context(config)
+    accountant, _, selection, targets = context(config)
     kc = KoskelaConfig.from_config(config)
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
     mu_s = score_mu(selection)
     for target in targets:
         # feasibility only (a full plan takes ~1 s per target): noise-only trials must fit the budget
-        trunc = truncation_delta(kc.ps, target, settings.delta, METHOD)
-        spent = planned_ledger(kc, 1e-9, mu_s, trunc).total(settings.delta)["eps"]
+        trunc = truncation_delta(kc.ps, target, accountant.delta, METHOD)
+        spent = planned_ledger(kc, 1e-9, mu_s, trunc).total(accountant.delta)["eps"]
         if spent > target:
-            plan(kc, selection, target, settings.delta)  # raises with the full message
+            plan(kc, selection, target, accountant.delta)  # raises with the full message
 

@@ -9,10 +9,13 @@ releases the model. Stages are separate functions so the workflow can run each a
 Targets whose stage budgets coincide (absolute stage budgets) share one search, paying for it once
 (seed 000, Fig. 2); each target's ledger still holds the whole shared search.
 
-Ablations (seed 000, Table 15) that leave exact GDP — minibatch DP-SGD (`training.batch_size`) and
-RDP accounting (`privacy.accountant: rdp`) — calibrate each run's σ with their own accountant (stage
-trials to their standalone ε_k, the final run by bisection to what is left of the total) and enter
-each run in the ledger as an RDP curve, so the reported total is RDP-composed, never claimed as GDP.
+The rule runs on any `PrivateTrainer`: every run's σ comes from the trainer's accountant — stage
+trials at their standalone ε_k (`sigma_for_eps`), the final run at what is left of the total
+(`sigma_for_remaining`) — and every run enters the ledger as that accountant's entry. With the exact
+GDP accountant (the method) all of this is closed form; the ablations of seed 000 Table 15 that leave
+exact GDP (minibatch DP-SGD, RDP accounting) and PRV-accounted trainers get RDP or PRV entries, so no
+total of theirs is claimed as GDP. The final run is placed on the fitted line at the standalone ε of
+the Gaussian that fills what is left (`gaussian_eps`), known before its T is.
 """
 
 from __future__ import annotations
@@ -24,19 +27,12 @@ from typing import Sequence
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import (
-    MethodResult,
-    PreparedFeatures,
-    TrainSettings,
-    rdp_eps_of_gaussian,
-    rng_for,
-    run_trials,
-    trial_seed,
-)
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, plan_final_mu
+from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "linear_scaling"
 # The final run's μ is shaved by this relative margin so floating-point error can never push the
@@ -126,8 +122,7 @@ def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: S
 
 
 def run_stage(
-    features: PreparedFeatures,
-    settings: TrainSettings,
+    trainer: PrivateTrainer,
     lsc: LinearScalingConfig,
     space: SearchSpace,
     selection: SelectionRule,
@@ -142,9 +137,10 @@ def run_stage(
         raise ValueError(f"stage must be in 1..{lsc.n_stages}, got {stage}")
     if stage > 1 and previous is None:
         raise ValueError(f"stage {stage} needs the result of stage {stage - 1}")
-    delta = settings.delta
+    acc = trainer.accountant
+    delta = acc.delta
     check_budgets(lsc, selection, targets, delta)
-    _check_accounting(lsc, settings)
+    _check_accounting(lsc, acc)
     prev_pick = {s["key"]: s["selected_r"] for s in previous["searches"]} if previous else {}
     searches: dict[str, dict] = {}
     for target in targets:
@@ -165,60 +161,46 @@ def run_stage(
             r_values = space.sample_r(rng, lsc.n_trials, lo=lo, hi=hi if hi > lo else space.r_max)
         else:
             r_values = space.sample_r(rng, lsc.n_trials)
-        search["trials"] = []
+        search["trials"], search["entries"] = [], []
         for i, r in enumerate(r_values):
             dec = space.decompose(r)
+            sigma_i = acc.sigma_for_eps(search["eps"], dec.steps)
+            entry = acc.entry(
+                f"stage {stage} trial {i}",
+                sigma_i,
+                dec.steps,
+                {"eta": dec.eta, "steps": dec.steps, "sigma": sigma_i, "standalone_eps": search["eps"]},
+            )
             trial = {
                 "r_requested": float(r),
                 "eta": dec.eta,
                 "steps": dec.steps,
                 "r": dec.r,
-                "sigma": settings.sigma_for(mu, dec.steps)
-                if settings.exact_gdp
-                else settings.calibrate_sigma(search["eps"], dec.steps, features.n_train),
-                "mu": mu if settings.exact_gdp else None,
+                "sigma": sigma_i,
+                "mu": entry.mu,
                 "noise_seed": trial_seed(METHOD, seed, stage, key, i),
             }
-            if not settings.exact_gdp:
-                trial["accounting"] = settings.accounting
+            if acc.name != "gdp":
+                trial["accounting"] = acc.describe()["formula"]
             search["trials"].append(trial)
+            search["entries"].append(entry)
             eta.append(trial["eta"])
             steps.append(trial["steps"])
             sigma.append(trial["sigma"])
             seeds.append(trial["noise_seed"])
             owner.append(key)
 
-    outcome = run_trials(features, settings, eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
+    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
     owner_arr = np.asarray(owner)
     for key, search in searches.items():
         idx = np.flatnonzero(owner_arr == key)
-        ledger = Ledger()
+        ledger = Ledger(search.pop("entries"))
         for i, trial in enumerate(search["trials"]):
-            trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
-            trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)  # recorded, never selected on
-            if settings.exact_gdp:
-                ledger.add(
-                    f"stage {stage} trial {i}",
-                    mu=trial["mu"],
-                    eta=trial["eta"],
-                    steps=trial["steps"],
-                    sigma=trial["sigma"],
-                    standalone_eps=search["eps"],
-                )
-            else:
-                ledger.append(
-                    settings.run_entry(
-                        f"stage {stage} trial {i}",
-                        trial["sigma"],
-                        trial["steps"],
-                        features.n_train,
-                        {"eta": trial["eta"], "steps": trial["steps"], "sigma": trial["sigma"], "standalone_eps": search["eps"]},
-                    )
-                )
+            trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
         best, scores = select_best(
             selection,
-            train_correct=outcome.train_correct[idx],
-            test_correct=outcome.test_correct[idx],
+            train_scores=outcome.train_score_sums[idx],
+            test_scores=outcome.test_score_sums[idx],
             rng=rng_for(METHOD, "selection", seed, stage, key),
             ledger=ledger,
             what=f"stage {stage} selection",
@@ -237,11 +219,11 @@ def run_stage(
     }
 
 
-def _check_accounting(lsc: LinearScalingConfig, settings: TrainSettings) -> None:
-    if lsc.fit_in == "mu" and not settings.exact_gdp:
+def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:
+    if lsc.fit_in == "mu" and accountant.name != "gdp":
         raise ConfigError(
             "linear_scaling.fit_in: 'mu' needs exact GDP runs; with training.batch_size or "
-            "privacy.accountant: rdp fit in 'eps'"
+            f"privacy.accountant: {accountant.name} fit in 'eps'"
         )
 
 
@@ -251,8 +233,7 @@ def fit_rule(points_x: Sequence[float], points_r: Sequence[float], degree: int) 
 
 
 def run_final(
-    features: PreparedFeatures,
-    settings: TrainSettings,
+    trainer: PrivateTrainer,
     lsc: LinearScalingConfig,
     space: SearchSpace,
     selection: SelectionRule,
@@ -264,8 +245,9 @@ def run_final(
     """Fit the rule, extrapolate to each target's final budget and train all final runs together."""
     if len(stages) != lsc.n_stages:
         raise ValueError(f"expected {lsc.n_stages} stage results, got {len(stages)}")
-    delta = settings.delta
-    _check_accounting(lsc, settings)
+    acc = trainer.accountant
+    delta = acc.delta
+    _check_accounting(lsc, acc)
     by_key = [{s["key"]: s for s in st["searches"]} for st in stages]
     plans = []
     for target in targets:
@@ -275,9 +257,9 @@ def run_final(
         for s in searches:
             ledger.extend(Ledger.from_dict(s["ledger"]))
         mu_f = plan_final_mu(target, delta, ledger, what=f"final run at target eps={target:g}") * (1 - BUDGET_SAFETY)
-        # Non-GDP ablations: μ_f is the full-batch Gaussian that fills the budget under their
-        # accountant; its standalone ε places the final run on the fitted line.
-        eps_f = eps_from_mu(mu_f, delta) if settings.exact_gdp else rdp_eps_of_gaussian(mu_f, delta)
+        # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
+        # places the final run on the fitted line (exact GDP: the final run itself).
+        eps_f = acc.gaussian_eps(mu_f)
         xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
         rs = [s["selected_r"] for s in searches]
         coeffs = fit_rule(xs, rs, lsc.degree)
@@ -294,9 +276,7 @@ def run_final(
                 "mu_f": mu_f,
                 "eps_f": eps_f,
                 "dec": dec,
-                "sigma": settings.sigma_for(mu_f, dec.steps)
-                if settings.exact_gdp or settings.batch_size is None
-                else settings.final_sigma(ledger, target, dec.steps, features.n_train),
+                "sigma": acc.sigma_for_remaining(ledger, target, dec.steps),
                 "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
                 "fit": {
                     "x": lsc.fit_in,
@@ -313,9 +293,7 @@ def run_final(
                 "searches": searches,
             }
         )
-    outcome = run_trials(
-        features,
-        settings,
+    outcome = trainer.run_trials(
         [p["dec"].eta for p in plans],
         [p["dec"].steps for p in plans],
         [p["sigma"] for p in plans],
@@ -326,36 +304,24 @@ def run_final(
     results = []
     for j, p in enumerate(plans):
         dec = p["dec"]
-        if settings.exact_gdp:
-            p["ledger"].add("final run", mu=p["mu_f"], eta=dec.eta, steps=dec.steps, sigma=p["sigma"], standalone_eps=p["eps_f"])
-        else:
-            p["eps_f"] = settings.standalone_eps(p["sigma"], dec.steps, features.n_train)
-            p["mu_f"] = None
-            p["ledger"].append(
-                settings.run_entry(
-                    "final run",
-                    p["sigma"],
-                    dec.steps,
-                    features.n_train,
-                    {"eta": dec.eta, "steps": dec.steps, "sigma": p["sigma"], "standalone_eps": p["eps_f"]},
-                )
-            )
+        eps_alone = acc.standalone_eps(p["sigma"], dec.steps)
+        final = acc.entry("final run", p["sigma"], dec.steps, {"eta": dec.eta, "steps": dec.steps, "sigma": p["sigma"], "standalone_eps": eps_alone})
+        p["ledger"].append(final)
         results.append(
             MethodResult(
                 method=METHOD,
                 target_eps=p["target"],
                 delta=delta,
-                weights=outcome.weights[j].numpy(),
-                test_accuracy=float(outcome.test_correct[j] / features.n_test),
-                train_accuracy=float(outcome.train_correct[j] / features.n_train),
+                **released_model(trainer, outcome, j),
+                **result_metrics(trainer, outcome, j),
                 released={
                     "eta": dec.eta,
                     "steps": dec.steps,
                     "r": dec.r,
                     "r_requested": dec.r_requested,
                     "sigma": p["sigma"],
-                    "mu": p["mu_f"],
-                    "standalone_eps": p["eps_f"],
+                    "mu": final.mu,
+                    "standalone_eps": eps_alone,
                     "noise_seed": p["noise_seed"],
                 },
                 ledger=p["ledger"],
@@ -374,8 +340,7 @@ def run_final(
 
 
 def run(
-    features: PreparedFeatures,
-    settings: TrainSettings,
+    trainer: PrivateTrainer,
     lsc: LinearScalingConfig,
     space: SearchSpace,
     selection: SelectionRule,
@@ -387,6 +352,6 @@ def run(
     stages: list[dict] = []
     for stage in range(1, lsc.n_stages + 1):
         stages.append(
-            run_stage(features, settings, lsc, space, selection, targets, seed, stage, stages[-1] if stages else None, progress)
+            run_stage(trainer, lsc, space, selection, targets, seed, stage, stages[-1] if stages else None, progress)
         )
-    return run_final(features, settings, lsc, space, selection, targets, seed, stages, progress)
+    return run_final(trainer, lsc, space, selection, targets, seed, stages, progress)

@@ -28,11 +28,12 @@ import numpy as np
 import torch
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, trial_seed
+from dphpo.hpo.common import MethodResult, trial_seed
 from dphpo.hpo.random_search import baselines_section, context, full_budget_mu
 from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.dpgd import accuracy_counts
+from dphpo.train.protocol import PrivateTrainer, require_kind
 
 METHOD = "mehta"
 OPTIMIZERS = ("adam", "lamb")
@@ -95,17 +96,19 @@ def one_step(noisy_grad: torch.Tensor, optimizer: str, eta: float, adam_eps: flo
     return -eta * direction
 
 
-def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, _, _, targets = context(config)
+def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    require_kind(trainer, "linear_head", METHOD)  # a closed-form step of the last layer over cached features
+    accountant, _, _, targets = context(config, trainer)
+    features, settings = trainer.features, trainer.settings
     mc = MehtaConfig.from_config(config)
     clip = settings.clip_norm if mc.clip_norm is None else mc.clip_norm
-    delta = settings.delta
+    delta = accountant.delta
     grad_sum = clipped_gradient_sum(features.x_train, features.y_train, features.num_classes, clip, mc.loss, mc.sigmoid_bias)
     grad_sum = grad_sum.to("cpu", torch.float64)
     results = []
     for target in targets:
         mu = full_budget_mu(target, delta)
-        sigma = settings.sigma_for(mu, 1)
+        sigma = accountant.sigma_for_mu(mu, 1)
         noise_seed = trial_seed(METHOD, seed, f"{target:.10g}")
         gen = torch.Generator().manual_seed(noise_seed)
         noise = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)

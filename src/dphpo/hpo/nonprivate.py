@@ -8,38 +8,27 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, run_trials
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.ledger import Ledger
+from dphpo.train.protocol import PrivateTrainer, best_index
 
 METHOD = "nonprivate"
 
 
-def run(features: PreparedFeatures, settings: TrainSettings, space: SearchSpace, progress: bool = True) -> MethodResult:
+def run(trainer: PrivateTrainer, space: SearchSpace, progress: bool = True) -> MethodResult:
     grid = space.grid()
     eta = [e for e, _ in grid]
     steps = [t for _, t in grid]
-    outcome = run_trials(features, settings, eta, steps, [0.0] * len(grid), [0] * len(grid), progress=progress, desc="non-private grid")
-    best = int(np.argmax(outcome.test_correct))
-    trials = [
-        {
-            "eta": e,
-            "steps": t,
-            "r": e * t,
-            "train_accuracy": float(outcome.train_correct[i] / features.n_train),
-            "test_accuracy": float(outcome.test_correct[i] / features.n_test),
-        }
-        for i, (e, t) in enumerate(grid)
-    ]
+    outcome = trainer.run_trials(eta, steps, [0.0] * len(grid), [0] * len(grid), progress=progress, desc="non-private grid")
+    best = best_index(trainer.metric, outcome.test_metric)
+    trials = [{"eta": e, "steps": t, "r": e * t} | trial_metrics(trainer, outcome, i) for i, (e, t) in enumerate(grid)]
     return MethodResult(
         method=METHOD,
         target_eps=math.inf,
-        delta=settings.delta,
-        weights=outcome.weights[best].numpy(),
-        test_accuracy=trials[best]["test_accuracy"],
-        train_accuracy=trials[best]["train_accuracy"],
+        delta=trainer.accountant.delta,
+        **released_model(trainer, outcome, best),
+        **result_metrics(trainer, outcome, best),
         released={"eta": eta[best], "steps": steps[best], "r": eta[best] * steps[best], "sigma": 0.0},
         ledger=Ledger(),
         selection={"rule": "test", "private": False, "label": "best grid point on TEST data (non-private reference)"},

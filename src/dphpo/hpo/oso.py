@@ -16,23 +16,24 @@ to 31.6, not the search space's η range (up to 3), and enough steps (config/REA
 - `oso_dpsgd_cnn` (small CNN on raw images, Poisson minibatches, opacus per-sample gradients;
   `dphpo.train.dpsgd`): one run per target at ρ_0 = `eta0` from the config (no search, nothing
   selected), ν calibrated with prv-accountant so that the run's PRV upper bound is at most the
-  target; the ledger (`PrvLedger`) reports that bound. Opt-in: it runs only on the studies listed
+  target; the ledger (a PRV entry) reports that bound. Opt-in: it runs only on the studies listed
   under `baselines.oso_dpsgd_cnn.studies` (raw-pixel feature caches).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, TrialOutcome, trial_seed
+from dphpo.hpo.common import MethodResult, trial_seed
 from dphpo.hpo.random_search import baselines_section, context, plan_run_mu, run_composed
 from dphpo.hpo.space import SearchSpace
-from dphpo.train.dpgd import accuracy_counts
+from dphpo.train.linear_head import LinearHeadTrainer
 from dphpo.train.oso import NU_Q_RULE_OF_THUMB, OsoRule, noise_split, train_linear_oso
+from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
 
 METHOD = "oso_dpsgd"
 METHOD_CNN = "oso_dpsgd_cnn"
@@ -89,13 +90,15 @@ class OsoConfig:
         return [(float(e), int(t)) for e in etas for t in sorted(set(self.steps))]
 
 
-@dataclass
-class OsoOutcome(TrialOutcome):
-    extras: list[dict] = field(default_factory=list)
+class OsoTrainer(LinearHeadTrainer):
+    """The linear-head trainer with OSO-DPSGD's update rule instead of plain DP-GD (same accounting)."""
 
+    def __init__(self, base: LinearHeadTrainer, oc: OsoConfig) -> None:
+        super().__init__(base.features, base.settings, base.accountant)
+        self.oc = oc
 
-def _oso_trainer(oc: OsoConfig):
-    def train(features: PreparedFeatures, settings: TrainSettings, eta, steps, sigma, seeds, *, progress=False, desc=METHOD):
+    def run_trials(self, eta, steps, sigma, seeds, *, progress=False, desc=METHOD) -> TrialOutcome:
+        features, settings, oc = self.features, self.settings, self.oc
         momentum = settings.momentum if oc.momentum is None else oc.momentum
         weights, traces = train_linear_oso(
             features.x_train,
@@ -117,25 +120,19 @@ def _oso_trainer(oc: OsoConfig):
             extras.append(
                 {"nu": nu, "nu_g": nu_g, "nu_q": nu_q, "final_clip": float(traces["clip"][j]), "final_lr": float(traces["lr"][j])}
             )
-        return OsoOutcome(
-            weights=weights,
-            train_correct=accuracy_counts(weights, features.x_train, features.y_train).numpy(),
-            test_correct=accuracy_counts(weights, features.x_test, features.y_test).numpy(),
-            extras=extras,
-        )
-
-    return train
+        return self.outcome(weights, extras)
 
 
-def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, space, selection, targets = context(config)
+def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    require_kind(trainer, "linear_head", METHOD)
+    _, space, selection, targets = context(config, trainer)
+    settings = trainer.settings
     oc = OsoConfig.from_config(config)
     cands = oc.candidates(space)
     rule = oc.rule
     return run_composed(
         METHOD,
-        features,
-        settings,
+        OsoTrainer(trainer, oc),
         selection,
         {t: cands for t in targets},
         seed,
@@ -151,16 +148,15 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
             "momentum": settings.momentum if oc.momentum is None else oc.momentum,
         },
         progress=progress,
-        trainer=_oso_trainer(oc),
         mechanism="OSO-DPSGD run, (g, q) pair = one Gaussian of multiplier nu per step",
     )
 
 
 def check(config: dict) -> None:
-    settings, space, selection, targets = context(config)
+    accountant, space, selection, targets = context(config)
     cands = OsoConfig.from_config(config).candidates(space)
     for target in targets:
-        plan_run_mu(target, settings.delta, len(cands), selection, METHOD)
+        plan_run_mu(target, accountant.delta, len(cands), selection, METHOD)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,17 +198,20 @@ class CnnConfig:
         return q, max(1, math.ceil(self.epochs / q))
 
 
-def run_cnn(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_cnn(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     import torch
 
-    from dphpo.privacy.prv import PrvLedger, prv_sigma_for, subsampled_run_entry
+    from dphpo.privacy.ledger import Ledger, LedgerEntry
+    from dphpo.privacy.prv import prv_sigma_for
     from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
 
-    settings, _, _, targets = context(config)
-    if settings.adjacency != "add_remove":
+    require_kind(trainer, "linear_head", METHOD_CNN)  # raw-pixel feature caches, read as images
+    accountant, _, _, targets = context(config, trainer)
+    features = trainer.features
+    if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD_CNN}: the PRV accountant's Poisson-subsampled Gaussian assumes add_remove adjacency")
     cc = CnnConfig.from_config(config)
-    delta = settings.delta
+    delta = accountant.delta
     x_train = images_from_features(features.x_train.cpu(), features.attrs)
     x_test = images_from_features(features.x_test.cpu(), features.attrs)
     y_train, y_test = features.y_train.cpu(), features.y_test.cpu()
@@ -236,10 +235,9 @@ def run_cnn(features: PreparedFeatures, config: dict, seed: int, progress: bool 
                 seed=noise_seed,
                 progress=progress,
             )
-        ledger = PrvLedger(
-            [subsampled_run_entry("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", q, nu, steps,
-                                  nu_g=trace["nu_g"], nu_q=trace["nu_q"])],
-            eps_error=cc.eps_error,
+        ledger = Ledger(
+            [LedgerEntry.prv("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", q, nu, steps,
+                             cc.eps_error, details={"nu_g": trace["nu_g"], "nu_q": trace["nu_q"]})]
         )
         results.append(
             MethodResult(

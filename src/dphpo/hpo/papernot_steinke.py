@@ -32,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, rng_for, run_trials, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
 from dphpo.hpo.random_search import baselines_section, candidate_sampling, context, draw_candidates
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.rdp import calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
+from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "papernot_steinke"
 log = logging.getLogger(__name__)
@@ -241,15 +242,15 @@ def plan(psc: PSConfig, selection: SelectionRule, target_eps: float, delta: floa
     return {"mu_base": mu_base, "mu_score": mu_s, "mu_train": split_base_mu(mu_base, mu_s, METHOD, target_eps), "truncation": trunc}
 
 
-def noisy_scores(selection: SelectionRule, train_correct: np.ndarray, test_correct: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Each trial's released score (its cost is inside μ_base, so nothing is charged here)."""
-    train_correct = np.asarray(train_correct, dtype=np.float64)
+def noisy_scores(selection: SelectionRule, train_scores: np.ndarray, test_scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each trial's released score from its score sums (its cost is inside μ_base, so nothing is charged here)."""
+    train_scores = np.asarray(train_scores, dtype=np.float64)
     if selection.rule == "noisy_train_accuracy":
-        return train_correct + rng.normal(0.0, selection.noise_std, size=train_correct.shape)
+        return train_scores + rng.normal(0.0, selection.noise_std, size=train_scores.shape)
     if selection.rule == "test":
-        return np.asarray(test_correct, dtype=np.float64)
+        return np.asarray(test_scores, dtype=np.float64)
     if selection.rule == "train_nonprivate":
-        return train_correct
+        return train_scores
     raise ConfigError(f"selection.rule={selection.rule!r} is not supported by {METHOD} (no public validation split)")
 
 
@@ -266,10 +267,10 @@ def draw_trials(psc: PSConfig, space, seed: int, target: float, method: str) -> 
     return cands, {"K": k, "capped": capped}
 
 
-def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-    settings, space, selection, targets = context(config)
+def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+    accountant, space, selection, targets = context(config, trainer)
     psc = PSConfig.from_config(config)
-    delta = settings.delta
+    delta = accountant.delta
     plans, eta, steps, sigma, seeds = [], [], [], [], []
     for target in targets:
         p = plan(psc, selection, target, delta)
@@ -280,7 +281,7 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
                 "eta": e,
                 "steps": t,
                 "r": e * t,
-                "sigma": settings.sigma_for(p["mu_train"], t),
+                "sigma": accountant.sigma_for_mu(p["mu_train"], t),
                 "mu": p["mu_train"],
                 "noise_seed": trial_seed(METHOD, seed, f"{target:.10g}", i),
             }
@@ -290,7 +291,7 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
             sigma.append(trial["sigma"])
             seeds.append(trial["noise_seed"])
         plans.append((float(target), p, k_info, trials))
-    outcome = run_trials(features, settings, eta, steps, sigma, seeds, progress=progress, desc=METHOD)
+    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=METHOD)
 
     results, offset = [], 0
     for target, p, k_info, trials in plans:
@@ -313,28 +314,25 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
         notes = []
         if trials:
             for i, trial in enumerate(trials):
-                trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
-                trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)
+                trial.update(trial_metrics(trainer, outcome, idx[i]))
             scores = noisy_scores(
-                selection, outcome.train_correct[idx], outcome.test_correct[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
+                selection, outcome.train_score_sums[idx], outcome.test_score_sums[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
             )
             for trial, score in zip(trials, scores):
                 trial["score"] = float(score)
             best = int(np.argmax(scores))
             chosen = trials[best]
-            weights = outcome.weights[idx[best]].numpy()
+            model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
             released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")} | {
                 "trial": best,
                 "score": chosen["score"],
-                "noisy_train_accuracy": chosen["score"] / features.n_train,
+                "noisy_train_accuracy": chosen["score"] / trainer.n_train,
             }
-            test_acc, train_acc = chosen["test_accuracy"], chosen["train_accuracy"]
-        else:  # Poisson K = 0: the mechanism outputs ⊥
-            weights = np.zeros((features.num_classes, features.x_train.shape[1]), dtype=np.float32)
+        else:  # Poisson K = 0: the mechanism outputs ⊥ — reported as the untrained model (zero steps)
+            untrained = trainer.run_trials([0.0], [0], [1.0], [0], progress=False, desc=f"{METHOD} (K = 0)")
+            model = released_model(trainer, untrained, 0) | result_metrics(trainer, untrained, 0)
             released = {"output": "none (K = 0)"}
-            test_acc = float((features.y_test == 0).float().mean())
-            train_acc = float((features.y_train == 0).float().mean())
-            notes.append("K = 0 was drawn: nothing is released; the reported model is the zero head (predicts class 0)")
+            notes.append("K = 0 was drawn: nothing is released; the reported model is the untrained one (zero head: predicts class 0)")
         if k_info["capped"]:
             notes.append(f"K exceeded max_trials={psc.max_trials}: capped, accounted by delta_cap")
         results.append(
@@ -342,9 +340,7 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
                 method=METHOD,
                 target_eps=target,
                 delta=delta,
-                weights=weights,
-                test_accuracy=test_acc,
-                train_accuracy=train_acc,
+                **model,
                 released=released,
                 ledger=ledger,
                 selection=selection.describe() | {"released_score": True, "cost": "inside each trial's mu_base"},
@@ -359,9 +355,9 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
 
 
 def check(config: dict) -> None:
-    settings, _, selection, targets = context(config)
+    accountant, _, selection, targets = context(config)
     psc = PSConfig.from_config(config)
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
     for target in targets:
-        plan(psc, selection, target, settings.delta)
+        plan(psc, selection, target, accountant.delta)

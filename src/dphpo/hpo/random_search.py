@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures, TrainSettings, TrialOutcome, rng_for, run_trials, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.accountant import GdpAccountant, check_accounting
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, plan_final_mu
+from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "random_search"
 METHOD_K = "random_search_k"
@@ -51,20 +53,33 @@ def targets_of(config: dict) -> list[float]:
     return [float(e) for e in config["privacy"]["target_eps"]]
 
 
-def context(config: dict) -> tuple[TrainSettings, SearchSpace, SelectionRule, list[float]]:
-    """The parts of a config every baseline shares: training primitive, search space, selection, targets.
+def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> GdpAccountant:
+    """The exact-GDP run accountant every baseline plans with (the trainer's, else the config's).
 
-    The baselines account every full-batch run as exactly μ-GDP (their RDP bounds too start from
-    that), so they refuse the training ablations that leave exact GDP (minibatch runs, RDP accountant).
+    The baselines plan every run as exactly μ-GDP (their RDP bounds too start from that), so they
+    refuse a trainer whose accountant is not exact GDP — the ablations of the linear scaling rule
+    (minibatch runs, RDP accountant) and PRV-accounted trainers. Without a trainer (checks before any
+    job) the accountant is read off the config.
     """
-    settings = TrainSettings.from_config(config)
-    if not getattr(settings, "exact_gdp", True):
-        raise ConfigError(
-            "baselines: every baseline trains full batch with exact GDP accounting; training.batch_size and "
-            "privacy.accountant=rdp are ablations of the linear scaling rule only (unset them for the baselines)"
-        )
+    if trainer is None:
+        p, t = config.get("privacy", {}), config.get("training", {}) or {}
+        name, adjacency, batch_size = p.get("accountant", "gdp"), p.get("adjacency", "add_remove"), t.get("batch_size")
+        check_accounting(name, adjacency, batch_size)
+        if name == "gdp" and batch_size is None:
+            return GdpAccountant(float(p.get("delta", 1e-5)), adjacency)
+    elif trainer.accountant.name == "gdp":
+        return trainer.accountant
+    raise ConfigError(
+        "baselines: every baseline trains full batch with exact GDP accounting; training.batch_size and "
+        "privacy.accountant=rdp/prv are ablations of the linear scaling rule only (unset them for the baselines)"
+    )
+
+
+def context(config: dict, trainer: PrivateTrainer | None = None) -> tuple[GdpAccountant, SearchSpace, SelectionRule, list[float]]:
+    """The parts of a config every baseline shares: run accountant (`gdp_accountant`), search space,
+    selection, targets."""
     return (
-        settings,
+        gdp_accountant(config, trainer),
         SearchSpace.from_config(config["search_space"]),
         SelectionRule.from_config(config.get("selection", {})),
         targets_of(config),
@@ -124,8 +139,7 @@ class RandomSearchConfig:
 
 def run_composed(
     method: str,
-    features: PreparedFeatures,
-    settings: TrainSettings,
+    trainer: PrivateTrainer,
     selection: SelectionRule,
     candidates: dict[float, Sequence[tuple[float, int]]],
     seed: int,
@@ -133,16 +147,16 @@ def run_composed(
     search_info: dict,
     progress: bool = False,
     notes: Sequence[str] = (),
-    trainer: Callable[..., TrialOutcome] = run_trials,
     mechanism: str = "full-batch DP-GD run",
 ) -> list[MethodResult]:
     """Train every target's candidates at one planned μ (all targets in one batch) and release the best.
 
     Each target's ledger: one entry per trial plus the selection releases (when more than one
-    candidate). The released model is the selected trial itself: nothing is retrained. `trainer`
-    has `run_trials`' signature; an outcome with an `extras` list adds its dicts to the trial records.
+    candidate). The released model is the selected trial itself: nothing is retrained. An outcome
+    with an `extras` list adds its dicts to the trial records.
     """
-    delta = settings.delta
+    accountant = gdp_accountant({}, trainer)
+    delta = accountant.delta
     plans = []
     eta, steps, sigma, seeds = [], [], [], []
     for target, cands in candidates.items():
@@ -153,7 +167,7 @@ def run_composed(
                 "eta": float(e),
                 "steps": int(t),
                 "r": float(e) * int(t),
-                "sigma": settings.sigma_for(mu, int(t)),
+                "sigma": accountant.sigma_for_mu(mu, int(t)),
                 "mu": mu,
                 "standalone_eps": eps_from_mu(mu, delta),
                 "noise_seed": trial_seed(method, seed, f"{target:.10g}", i),
@@ -164,8 +178,8 @@ def run_composed(
             sigma.append(trial["sigma"])
             seeds.append(trial["noise_seed"])
         plans.append((float(target), mu, trials))
-    outcome = trainer(features, settings, eta, steps, sigma, seeds, progress=progress, desc=method)
-    extras = getattr(outcome, "extras", None)
+    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=method)
+    extras = outcome.extras
 
     results, offset = [], 0
     for target, mu, trials in plans:
@@ -173,8 +187,7 @@ def run_composed(
         offset += len(trials)
         ledger = Ledger()
         for i, trial in enumerate(trials):
-            trial["train_accuracy"] = float(outcome.train_correct[idx[i]] / features.n_train)
-            trial["test_accuracy"] = float(outcome.test_correct[idx[i]] / features.n_test)  # recorded, never selected on
+            trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
             if extras is not None:
                 trial.update(extras[idx[i]])
             ledger.add(
@@ -188,8 +201,8 @@ def run_composed(
         if len(trials) > 1:
             best, scores = select_best(
                 selection,
-                train_correct=outcome.train_correct[idx],
-                test_correct=outcome.test_correct[idx],
+                train_scores=outcome.train_score_sums[idx],
+                test_scores=outcome.test_score_sums[idx],
                 rng=rng_for(method, "selection", seed, f"{target:.10g}"),
                 ledger=ledger,
                 what="selection",
@@ -206,9 +219,8 @@ def run_composed(
                 method=method,
                 target_eps=target,
                 delta=delta,
-                weights=outcome.weights[idx[best]].numpy(),
-                test_accuracy=chosen["test_accuracy"],
-                train_accuracy=chosen["train_accuracy"],
+                **released_model(trainer, outcome, idx[best]),
+                **result_metrics(trainer, outcome, idx[best]),
                 released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "standalone_eps", "noise_seed")}
                 | {"trial": best},
                 ledger=ledger,
@@ -221,15 +233,14 @@ def run_composed(
     return results
 
 
-def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     """Random search, the paper's definition: one random (η, T), one run at the full budget."""
-    settings, space, selection, targets = context(config)
+    _, space, selection, targets = context(config, trainer)
     rsc = RandomSearchConfig.from_config(config)
     candidates = {t: draw_candidates(space, rng_for(METHOD, seed, f"{t:.10g}"), 1, rsc.sampling) for t in targets}
     return run_composed(
         METHOD,
-        features,
-        settings,
+        trainer,
         selection,
         candidates,
         seed,
@@ -238,15 +249,14 @@ def run(features: PreparedFeatures, config: dict, seed: int, progress: bool = Fa
     )
 
 
-def run_k(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_k(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     """k random candidates composed, the best released by the honest selection rule."""
-    settings, space, selection, targets = context(config)
+    _, space, selection, targets = context(config, trainer)
     rsc = RandomSearchConfig.from_config(config)
     candidates = {t: draw_candidates(space, rng_for(METHOD_K, seed, f"{t:.10g}"), rsc.k, rsc.sampling) for t in targets}
     return run_composed(
         METHOD_K,
-        features,
-        settings,
+        trainer,
         selection,
         candidates,
         seed,
@@ -261,10 +271,10 @@ def run_k(features: PreparedFeatures, config: dict, seed: int, progress: bool = 
 
 def check(config: dict) -> None:
     """Refuse an infeasible random_search_k plan before any job runs."""
-    settings, _, selection, targets = context(config)
+    accountant, _, selection, targets = context(config)
     rsc = RandomSearchConfig.from_config(config)
     for target in targets:
-        plan_run_mu(target, settings.delta, rsc.k, selection, METHOD_K)
+        plan_run_mu(target, accountant.delta, rsc.k, selection, METHOD_K)
 
 
 def full_budget_mu(target: float, delta: float) -> float:

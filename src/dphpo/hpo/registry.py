@@ -1,11 +1,13 @@
 """Every HPO method behind one interface.
 
-    METHODS[name](features: PreparedFeatures, config: dict, seed: int, progress: bool) -> list[MethodResult]
+    METHODS[name](trainer: PrivateTrainer, config: dict, seed: int, progress: bool) -> list[MethodResult]
 
 returns one result per target ε of config["privacy"]["target_eps"] (in that order); each result's
-ledger covers every trial, score release and final run the method made for that target. Adding a
-method is one module with a `run` (and a `check` that refuses an infeasible plan before any job
-runs) plus one line here; the workflow's generic `run_method` rule picks it up by name.
+ledger covers every trial, score release and final run the method made for that target. The trainer
+is any `dphpo.train.protocol.PrivateTrainer` (the workflow builds `LinearHeadTrainer.from_config`
+over a feature cache); methods that need a particular trainer kind refuse others with a ConfigError.
+Adding a method is one module with a `run` (and a `check` that refuses an infeasible plan before any
+job runs) plus one line here; the workflow's generic `run_method` rule picks it up by name.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import importlib
 from typing import Callable
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, PreparedFeatures
+from dphpo.hpo.common import MethodResult
+from dphpo.train.protocol import PrivateTrainer
 
-MethodFn = Callable[[PreparedFeatures, dict, int, bool], list[MethodResult]]
+MethodFn = Callable[[PrivateTrainer, dict, int, bool], list[MethodResult]]
 
 
 class _Lazy:
@@ -25,23 +28,21 @@ class _Lazy:
     def __init__(self, module: str, run: str, check: str | None = None) -> None:
         self.module, self.run_name, self.check_name = module, run, check
 
-    def __call__(self, features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-        return getattr(importlib.import_module(self.module), self.run_name)(features, config, seed, progress)
+    def __call__(self, trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+        return getattr(importlib.import_module(self.module), self.run_name)(trainer, config, seed, progress)
 
     def check(self, config: dict) -> None:
         if self.check_name:
             getattr(importlib.import_module(self.module), self.check_name)(config)
 
 
-def _linear_scaling(features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def _linear_scaling(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     from dphpo.hpo import linear_scaling as ls
-    from dphpo.hpo.common import TrainSettings
     from dphpo.hpo.selection import SelectionRule
     from dphpo.hpo.space import SearchSpace
 
     return ls.run(
-        features,
-        TrainSettings.from_config(config),
+        trainer,
         ls.LinearScalingConfig.from_config(config.get("linear_scaling", {})),
         SearchSpace.from_config(config["search_space"]),
         SelectionRule.from_config(config.get("selection", {})),
@@ -104,10 +105,10 @@ def check_config(config: dict) -> None:
     METHODS["oso_dpsgd_cnn"].check(config)
 
 
-def run_method(name: str, features: PreparedFeatures, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_method(name: str, trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
-    results = METHODS[name](features, config, seed, progress)
+    results = METHODS[name](trainer, config, seed, progress)
     targets = [float(e) for e in config["privacy"]["target_eps"]]
     if [r.target_eps for r in results] != targets:
         raise RuntimeError(f"{name} returned results for {[r.target_eps for r in results]}, expected {targets}")

@@ -1,9 +1,11 @@
 """Choosing the best trial, honestly (methods.md §3).
 
-Reading trial scores reads private data. The default rule releases each trial's count of correct
-training predictions plus Gaussian noise (sensitivity 1 under add/remove, so μ = 1/σ_s per count)
-and charges the ledger. Selection on test data or on exact training accuracy exists only as an
-explicitly labelled, non-private option.
+Reading trial scores reads private data. The default rule releases each trial's training score sum
+(`TrialOutcome.train_score_sums`: Σ of per-example scores in [0, 1], the count of correct predictions
+for a classifier) plus Gaussian noise (sensitivity 1, so μ = 1/σ_s per sum) and charges the ledger.
+Score sums are higher-is-better whatever the trainer's metric, so every rule picks the largest.
+Selection on test data or on exact training scores exists only as an explicitly labelled,
+non-private option.
 """
 
 from __future__ import annotations
@@ -61,30 +63,33 @@ class SelectionRule:
 def select_best(
     rule: SelectionRule,
     *,
-    train_correct: np.ndarray,
-    test_correct: np.ndarray,
+    train_scores: np.ndarray,
+    test_scores: np.ndarray,
     rng: np.random.Generator,
     ledger: Ledger,
     what: str,
-    validation_correct: np.ndarray | None = None,
+    validation_scores: np.ndarray | None = None,
 ) -> tuple[int, np.ndarray]:
-    """Index of the best trial and the scores it was chosen by; charges `ledger` for private reads."""
-    train_correct = np.asarray(train_correct, dtype=np.float64)
+    """Index of the best trial and the scores it was chosen by; charges `ledger` for private reads.
+
+    train_scores / test_scores / validation_scores: each trial's score sums (higher is better).
+    """
+    train_scores = np.asarray(train_scores, dtype=np.float64)
     if rule.rule == "noisy_train_accuracy":
-        scores = train_correct + rng.normal(0.0, rule.noise_std, size=train_correct.shape)
+        scores = train_scores + rng.normal(0.0, rule.noise_std, size=train_scores.shape)
         ledger.add(
             f"{what}: noisy train-accuracy counts",
             mu=rule.mu_per_release,
-            count=len(train_correct),
+            count=len(train_scores),
             noise_std=rule.noise_std,
             sensitivity=1,
         )
     elif rule.rule == "public_validation":
-        if validation_correct is None:
+        if validation_scores is None:
             raise ConfigError("selection.rule=public_validation needs a public validation split in the feature cache")
-        scores = np.asarray(validation_correct, dtype=np.float64)
+        scores = np.asarray(validation_scores, dtype=np.float64)
     elif rule.rule == "test":
-        scores = np.asarray(test_correct, dtype=np.float64)
+        scores = np.asarray(test_scores, dtype=np.float64)
     else:
-        scores = train_correct
+        scores = train_scores
     return int(np.argmax(scores)), scores

@@ -42,3 +42,51 @@ def smallest_sigma(
         else:
             lo = mid
     return hi
+
+
+def calibrate_log_sigma(
+    eps_of: Callable[[float], float], eps: float, guess: float, rtol: float = 3e-3, what: str = "the budget"
+) -> float:
+    """Smallest σ (to relative precision rtol) with eps_of(σ) ≤ eps, for an expensive, decreasing eps_of.
+
+    Few evaluations (~5, where a bisection needs ~15): from `guess`, bracket the root stepping by the
+    log-ratio log(eps_of(σ)/eps) (ε ∝ 1/σ roughly; at least 2 %), then the Illinois false-position
+    method on log ε(log σ). The returned σ was evaluated and meets the budget.
+    """
+    def f(log_s: float) -> float:
+        return math.log(max(eps_of(math.exp(log_s)), 1e-300) / eps)
+
+    x = math.log(guess)
+    y = f(x)
+    lo = hi = None  # (log σ, f) with f > 0 (infeasible) / f ≤ 0 (feasible)
+    for _ in range(60):
+        if y <= 0:
+            hi = (x, y)
+            if lo is not None:
+                break
+            x = x - max(abs(y), 0.02)
+        else:
+            lo = (x, y)
+            if hi is not None:
+                break
+            x = x + max(abs(y), 0.02)
+        y = f(x)
+    if lo is None or hi is None:
+        raise ValueError(f"could not bracket the noise multiplier for {what}")
+    side = 0
+    while hi[0] - lo[0] > math.log1p(rtol):
+        (xl, yl), (xh, yh) = lo, hi
+        x = xh - yh * (xh - xl) / (yh - yl)
+        x = min(max(x, xl + 0.1 * math.log1p(rtol)), xh - 0.1 * math.log1p(rtol))
+        y = f(x)
+        if y <= 0:
+            hi = (x, y)
+            if side == 1:  # Illinois: halve the stale end's weight
+                lo = (lo[0], lo[1] / 2.0)
+            side = 1
+        else:
+            lo = (x, y)
+            if side == -1:
+                hi = (hi[0], hi[1] / 2.0)
+            side = -1
+    return math.exp(hi[0])

@@ -1,9 +1,13 @@
 """The privacy ledger: every release of a run, composed in one place.
 
 Each entry is one data-dependent release (a training run, a noisy score, a final run, a whole
-tuning procedure) or `count` identical ones, with its cost either as μ-GDP (mechanism "gdp") or as an
-RDP curve on a grid of orders (mechanism "rdp"; Papernot–Steinke tuning, Poisson-subsampled runs).
-Every ε that dphpo reports comes from `Ledger.total`.
+tuning procedure) or `count` identical ones, with its cost as μ-GDP (mechanism "gdp"), as an RDP
+curve on a grid of orders (mechanism "rdp"; Papernot–Steinke tuning, RDP-accounted runs) or as the
+parameters (q, σ, T) of a Poisson-subsampled Gaussian run for the PRV accountant (mechanism "prv").
+Every ε that dphpo reports comes from `Ledger.total`, which picks the composition:
+- only GDP entries: exact GDP composition;
+- GDP and PRV entries: all composed numerically by prv-accountant (GDP entries as one Gaussian);
+- any RDP entry: everything composed in RDP (a PRV entry enters as its subsampled-Gaussian RDP curve).
 """
 
 from __future__ import annotations
@@ -20,13 +24,22 @@ from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
 
 GDP = "gdp"
 RDP = "rdp"
-MECHANISMS = (GDP, RDP)
+PRV = "prv"
+MECHANISMS = (GDP, RDP, PRV)
+#: What a PRV entry's details must hold: the Poisson-subsampled Gaussian of one run.
+PRV_PARAMS = ("q", "sigma", "steps")
 
 _GDP_COMPOSITION = "adaptive GDP composition, mu_total = sqrt(sum mu_i^2) (Dong et al. 2022, Cor. 3.3)"
 _RDP_COMPOSITION = (
     "adaptive RDP composition (Mironov 2017, Prop. 1): curves summed order by order; GDP entries as "
-    "eps(lambda) = lambda mu^2 / 2; a curve is bounded between its grid orders by its value at the next "
-    "larger grid order (RDP is non-decreasing in the order)"
+    "eps(lambda) = lambda mu^2 / 2; PRV entries as the RDP of their Poisson-subsampled Gaussian (Mironov et al. "
+    "2019); a curve is bounded between its grid orders by its value at the next larger grid order (RDP is "
+    "non-decreasing in the order)"
+)
+_PRV_COMPOSITION = (
+    "numerical composition of privacy random variables (Gopi, Lee & Wutschitz 2021; prv-accountant, upper bound): "
+    "each PRV entry a Poisson-subsampled Gaussian self-composed T x count times, all GDP entries as one Gaussian "
+    "mechanism of noise multiplier 1/mu (mu = sqrt(sum mu_i^2), exact for Gaussians)"
 )
 _RDP_CONVERSION = {
     "tight": "eps = min_lambda rdp + log((lambda-1)/lambda) - (log delta + log lambda)/(lambda-1) "
@@ -40,8 +53,10 @@ class LedgerEntry:
     """One release (or `count` identical releases) and its privacy cost.
 
     mechanism "gdp": the release is μ-GDP (`mu`). mechanism "rdp": the release satisfies
-    (λ, rdp_values[i])-RDP at each λ = rdp_orders[i]; `mu` is None. `count` identical releases compose
-    to √count·μ (GDP) or count × the curve (RDP).
+    (λ, rdp_values[i])-RDP at each λ = rdp_orders[i]; `mu` is None. mechanism "prv": `steps`
+    Poisson-subsampled Gaussian steps (sampling rate `q`, noise multiplier `sigma`, sensitivity 1),
+    given in `details` with the PRV accountant's `eps_error`; `mu` is None. `count` identical releases
+    compose to √count·μ (GDP), count × the curve (RDP) or count·T steps (PRV).
     """
 
     what: str
@@ -64,6 +79,19 @@ class LedgerEntry:
                 raise ValueError(f"ledger entry {self.what!r}: mu must be finite and >= 0, got {self.mu}")
             if self.rdp_orders is not None or self.rdp_values is not None:
                 raise ValueError(f"ledger entry {self.what!r}: a GDP entry carries no RDP curve")
+        elif self.mechanism == PRV:
+            missing = [k for k in PRV_PARAMS if k not in self.details]
+            if missing or self.mu is not None or self.rdp_orders is not None:
+                raise ValueError(
+                    f"ledger entry {self.what!r}: a PRV entry has mu=None, no RDP curve and details {PRV_PARAMS}"
+                    + (f" (missing: {', '.join(missing)})" if missing else "")
+                )
+            q, sigma, steps = (self.details[k] for k in PRV_PARAMS)
+            if not (0.0 < q <= 1.0 and sigma > 0 and math.isfinite(sigma) and int(steps) == steps and steps >= 0):
+                raise ValueError(
+                    f"ledger entry {self.what!r}: need 0 < q <= 1, finite sigma > 0, integer steps >= 0; "
+                    f"got q={q}, sigma={sigma}, steps={steps}"
+                )
         else:
             if self.rdp_orders is None or self.rdp_values is None:
                 raise ValueError(f"ledger entry {self.what!r}: an RDP entry needs rdp_orders and rdp_values")
@@ -98,6 +126,21 @@ class LedgerEntry:
             rdp_values=tuple(float(v) for v in values),
         )
 
+    @classmethod
+    def prv(
+        cls,
+        what: str,
+        q: float,
+        sigma: float,
+        steps: int,
+        eps_error: float = 0.01,
+        count: int = 1,
+        details: dict[str, Any] | None = None,
+    ) -> "LedgerEntry":
+        """A PRV entry: `steps` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ)."""
+        params = {"q": float(q), "sigma": float(sigma), "steps": int(steps), "eps_error": float(eps_error)}
+        return cls(what=what, mu=None, count=int(count), mechanism=PRV, details=dict(details or {}) | params)
+
     @property
     def mu_total(self) -> float | None:
         """μ of the `count` releases composed (None for an RDP entry)."""
@@ -108,10 +151,13 @@ class LedgerEntry:
         orders = np.asarray(orders, dtype=float)
         if self.mechanism == GDP:
             return orders * (self.mu_total**2 / 2.0)
-        from dphpo.privacy.rdp import rdp_at
+        from dphpo.privacy.rdp import rdp_at, subsampled_gaussian_rdp
 
         if self.count == 0:
             return np.zeros_like(orders)
+        if self.mechanism == PRV:
+            d = self.details
+            return subsampled_gaussian_rdp(d["q"], d["sigma"], int(d["steps"]) * self.count, orders)
         return self.count * rdp_at(self.rdp_orders, self.rdp_values, orders)
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,6 +177,8 @@ class LedgerEntry:
     @classmethod
     def from_dict(cls, e: dict[str, Any]) -> "LedgerEntry":
         mechanism = e.get("mechanism", GDP)
+        if mechanism == PRV:
+            return cls(what=e["what"], mu=None, count=e.get("count", 1), mechanism=PRV, details=e.get("details", {}))
         if mechanism == RDP:
             return cls.rdp(
                 e["what"],
@@ -196,16 +244,19 @@ class Ledger:
         return compose_mu(e.mu_total for e in self.entries)
 
     def rdp_orders(self) -> np.ndarray:
-        """The orders on which a ledger with RDP entries is composed: the union of the entries' grids."""
-        grids = [np.asarray(e.rdp_orders, dtype=float) for e in self.entries if e.mechanism == RDP]
-        if not grids:
-            from dphpo.privacy.rdp import DEFAULT_ORDERS
+        """The orders on which a ledger with RDP entries is composed: the union of the entries' grids
+        (PRV entries: the integer grid of subsampled mechanisms)."""
+        from dphpo.privacy.rdp import DEFAULT_ORDERS, SUBSAMPLED_ORDERS
 
+        grids = [np.asarray(e.rdp_orders, dtype=float) for e in self.entries if e.mechanism == RDP]
+        if any(e.mechanism == PRV for e in self.entries):
+            grids.append(SUBSAMPLED_ORDERS)
+        if not grids:
             return DEFAULT_ORDERS.copy()
         return np.unique(np.concatenate(grids))
 
     def rdp_curve(self, orders: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(orders, RDP of every release composed) — GDP entries enter as λμ²/2."""
+        """(orders, RDP of every release composed) — GDP entries enter as λμ²/2, PRV entries as their RDP."""
         orders = self.rdp_orders() if orders is None else np.asarray(orders, dtype=float)
         total = np.zeros_like(orders)
         for e in self.entries:
@@ -215,8 +266,10 @@ class Ledger:
     def total(self, delta: float, *, rdp_conversion: str = "tight") -> dict[str, Any]:
         """Total (ε, δ) of every release composed.
 
-        All-GDP ledger: exact GDP composition (accountant "gdp_closed_form"). Any RDP entry: every
-        entry as an RDP curve, summed, converted to (ε, δ) (accountant "rdp"; the orders are recorded).
+        All-GDP ledger: exact GDP composition (accountant "gdp_closed_form"). GDP and PRV entries only:
+        prv-accountant's upper bound over all of them (accountant "prv"; the looser RDP bound is
+        recorded beside it as `rdp_eps`). Any RDP entry: every entry as an RDP curve, summed, converted
+        to (ε, δ) (accountant "rdp"; the orders are recorded).
         """
         if self.is_gdp:
             mu = self.mu
@@ -227,6 +280,32 @@ class Ledger:
                 "accountant": "gdp_closed_form",
                 "composition": _GDP_COMPOSITION,
             }
+        if not any(e.mechanism == RDP for e in self.entries):
+            return self._prv_total(delta, rdp_conversion)
+        return self._rdp_total(delta, rdp_conversion)
+
+    def _prv_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
+        from dphpo.privacy.prv import compose_prv
+
+        gauss_sq = sum(e.mu_total**2 for e in self.entries if e.mechanism == GDP)
+        runs: dict[tuple[float, float], int] = {}  # runs sharing one subsampled Gaussian add their steps
+        for e in self.entries:
+            if e.mechanism == PRV and e.count > 0 and e.details["steps"] > 0:
+                key = (float(e.details["q"]), float(e.details["sigma"]))
+                runs[key] = runs.get(key, 0) + int(e.details["steps"]) * e.count
+        eps_error = min(float(e.details.get("eps_error", 0.01)) for e in self.entries if e.mechanism == PRV)
+        bounds = compose_prv(tuple(sorted((q, s, t) for (q, s), t in runs.items())), math.sqrt(gauss_sq), delta, eps_error)
+        return {
+            "eps": bounds["eps_upper"],
+            "delta": delta,
+            "mu": None,
+            "accountant": bounds["accountant"],
+            "composition": _PRV_COMPOSITION,
+            "prv": bounds,
+            "rdp_eps": self._rdp_total(delta, rdp_conversion)["eps"],
+        }
+
+    def _rdp_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
         from dphpo.privacy.rdp import rdp_to_dp
 
         if rdp_conversion not in _RDP_CONVERSION:
@@ -256,6 +335,12 @@ def _describe(entry: LedgerEntry, delta: float) -> str:
     if entry.mechanism == GDP:
         alone = eps_from_mu(entry.mu, delta) if entry.mu > 0 else 0.0
         return f"  - {entry.what}: {entry.count} x mu={entry.mu:.4g} (eps alone {alone:.4g})"
+    if entry.mechanism == PRV:
+        d, alone = entry.details, Ledger([entry]).total(delta)["eps"]
+        return (
+            f"  - {entry.what}: {entry.count} x {d['steps']} subsampled Gaussian steps (q={d['q']:.4g}, "
+            f"sigma={d['sigma']:.4g}; eps of all {entry.count} {alone:.4g})"
+        )
     alone = Ledger([entry]).total(delta)["eps"]
     return f"  - {entry.what}: {entry.count} x RDP curve (eps of all {entry.count} {alone:.4g})"
 
@@ -302,12 +387,14 @@ def plan_final_mu(total_eps: float, delta: float, spent: Ledger, what: str = "fi
         trial.add(what, mu_f)
         return trial.total(delta)["eps"] - total_eps
 
+    # PRV totals are numerical (eps_error ~ 1e-2) and cost ~1 s per mechanism: a coarser root suffices
+    rtol = 1e-4 if any(e.mechanism == PRV for e in spent.entries) else 1e-13
     hi = max(mu_from_eps(total_eps, delta), 1e-6)
     while excess(hi) < 0:
         hi *= 2.0
-    mu_f = float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-13, maxiter=500))
+    mu_f = float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=rtol, maxiter=500))
     while excess(mu_f) > 0:  # land on the feasible side of the root
-        mu_f *= 1.0 - 1e-12
+        mu_f *= 1.0 - max(1e-12, rtol)
     return mu_f
 
 

@@ -8,7 +8,7 @@ OSO step rule of `dphpo.train.oso` to the flat parameter vector, and divides the
 the *expected* batch size q·N (the empty batch still gets its noise). The (g̃, q̃) pair released
 per step is one Gaussian mechanism of multiplier ν on a Poisson subsample, so T steps are T
 compositions of the Poisson-subsampled Gaussian (rate q, multiplier ν), accounted with
-prv-accountant's upper bound (methods.md §0) by `dphpo.privacy.prv.PrvLedger`.
+prv-accountant's upper bound (methods.md §0) by the ledger's PRV composition (`dphpo.privacy.ledger.Ledger`).
 """
 
 from __future__ import annotations

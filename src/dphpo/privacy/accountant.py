@@ -1,0 +1,350 @@
+"""How one training run is accounted: the one home of σ ↔ ε for every trainer, method, CLI and provenance.
+
+A run is `steps` noisy steps at noise multiplier σ (noise std σ·C on a sum of C-clipped per-example
+gradients). Four accountants (methods.md §0, seed 000 Table 15):
+- `GdpAccountant` (name "gdp", the method): full batch, exactly μ-GDP with μ = factor·√T/σ (Dong,
+  Roth & Su 2022; factor 2 for replace-one adjacency, which doubles the sensitivity of a sum).
+- `RdpGaussianAccountant` ("rdp", full batch): the same Gaussian read through its RDP curve λμ²/2 and
+  converted to (ε, δ) by RDP — looser; the "PLV vs RDP" ablation.
+- `RdpSubsampledAccountant` ("rdp", Poisson sampling rate q < 1): the RDP of the subsampled Gaussian
+  (Mironov, Talwar & Zhang 2019; dp_accounting's formula).
+- `PrvAccountant` ("prv", any q): prv-accountant's upper bound for the Poisson-subsampled Gaussian
+  (Gopi, Lee & Wutschitz 2021); the ledger composes its entries with GDP entries numerically.
+Each gives the ledger entry of a run, its standalone ε, the smallest σ for a standalone budget and
+the σ of a last run that fills what a ledger leaves of a total budget; `describe()` is what
+provenance records. `accountant_from_config` builds the one a config asks for.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from dphpo.errors import ConfigError
+from dphpo.privacy.calibrate import calibrate_log_sigma, smallest_sigma
+from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
+from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu
+
+ACCOUNTANTS = ("gdp", "rdp", "prv")
+ADJACENCIES = ("add_remove", "replace_one")
+#: A last run's μ is shaved by this relative margin so floating-point error can never push a
+#: reported total above its target.
+BUDGET_SAFETY = 1e-9
+# Orders of the RDP curve of a full-batch Gaussian run: λ − 1 from 1e-2 to 1e4.
+RUN_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-2, 1e4, 240), np.arange(2.0, 65.0)]))
+# Integer orders of a Poisson-subsampled run: 2..128, then 50 up to 8192 — a fifth of the cost of
+# the library default; beyond λ = 8192 (standalone ε below ~0.005) the bound is looser, never invalid.
+MINIBATCH_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([np.arange(2.0, 129.0), np.round(np.geomspace(128, 8192, 50))]))
+
+
+@runtime_checkable
+class RunAccountant(Protocol):
+    """How ONE training run of `steps` steps at noise multiplier σ is accounted (PROTOCOL.md)."""
+
+    name: str
+    delta: float
+
+    def describe(self) -> dict: ...
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry: ...
+
+    def standalone_eps(self, sigma: float, steps: int) -> float: ...
+
+    def sigma_for_eps(self, eps: float, steps: int) -> float: ...
+
+    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float: ...
+
+
+def check_accounting(accountant: str, adjacency: str, batch_size: int | None) -> None:
+    """Refuse combinations no accountant here covers, naming the config keys."""
+    if accountant not in ACCOUNTANTS:
+        raise ConfigError(f"privacy.accountant: expected one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
+    if adjacency not in ADJACENCIES:
+        raise ConfigError(f"privacy.adjacency: expected one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
+    if batch_size is not None and int(batch_size) < 1:
+        raise ConfigError(f"training.batch_size: must be a positive integer or null, got {batch_size}")
+    if batch_size is not None and adjacency != "add_remove":
+        raise ConfigError(
+            "training.batch_size: Poisson-subsampled runs are accounted for add/remove adjacency only; "
+            "set privacy.adjacency: add_remove or training.batch_size: null"
+        )
+
+
+class _Accountant:
+    """What every accountant shares: standalone ε and calibration through the ledger."""
+
+    name = ""
+    formula = ""
+
+    def __init__(self, delta: float) -> None:
+        if not 0.0 < delta < 1.0:
+            raise ConfigError(f"privacy.delta: must lie in (0, 1), got {delta}")
+        self.delta = float(delta)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.describe()})"
+
+    def describe(self) -> dict:
+        return {"name": self.name, "delta": self.delta, "formula": self.formula}
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        raise NotImplementedError
+
+    def standalone_eps(self, sigma: float, steps: int) -> float:
+        """ε (at δ) of one run alone, as its ledger entry accounts it."""
+        return float(Ledger([self.entry("run", sigma, steps)]).total(self.delta)["eps"])
+
+    def gaussian_eps(self, mu: float) -> float:
+        """ε (at δ) of a μ-Gaussian release as this accountant's family reads it (here: through RDP).
+        The linear scaling rule places a final run on its fitted line by this number."""
+        from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp
+
+        return float(rdp_to_dp(RUN_RDP_ORDERS, gdp_rdp(mu, RUN_RDP_ORDERS), self.delta))
+
+    def total_with(self, spent: Ledger, sigma: float, steps: int, what: str = "final run") -> float:
+        """ε of `spent` plus one more run."""
+        trial = spent.copy()
+        trial.append(self.entry(what, sigma, steps))
+        return float(trial.total(self.delta)["eps"])
+
+    def _start(self, steps: int) -> float:
+        return math.sqrt(steps)
+
+    def sigma_for_eps(self, eps: float, steps: int) -> float:
+        """Smallest σ (bisection, at most 1e-4 above the exact value) whose run alone is (eps, δ)-DP."""
+        return smallest_sigma(lambda sigma: self.standalone_eps(sigma, steps) <= eps, self._start(steps))
+
+    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
+        """Smallest σ for a last run such that `spent` plus it is (total_eps, δ)-DP (bisection)."""
+        _check_remaining(spent, total_eps, self.delta)
+        return smallest_sigma(lambda sigma: self.total_with(spent, sigma, steps) <= total_eps, self._start(steps))
+
+
+class GdpAccountant(_Accountant):
+    """Full-batch runs, exactly μ-GDP: μ = factor·√T/σ (factor 2 under replace-one adjacency)."""
+
+    name = "gdp"
+    formula = "exact GDP of full-batch runs: mu = factor * sqrt(T) / sigma (Dong, Roth & Su 2022)"
+
+    def __init__(self, delta: float, adjacency: str = "add_remove") -> None:
+        super().__init__(delta)
+        check_accounting(self.name, adjacency, None)
+        self.adjacency = adjacency
+
+    @property
+    def factor(self) -> float:
+        """Replace-one adjacency moves a clipped sum by up to 2C instead of C."""
+        return 2.0 if self.adjacency == "replace_one" else 1.0
+
+    def describe(self) -> dict:
+        return super().describe() | {"adjacency": self.adjacency, "sensitivity_factor": self.factor, "sample_rate": None}
+
+    def mu(self, sigma: float, steps: int) -> float:
+        """μ of `steps` full-batch steps at noise multiplier σ."""
+        return self.factor * mu_of_steps(sigma, steps)
+
+    def sigma_for_mu(self, mu: float, steps: int) -> float:
+        """Noise multiplier making `steps` full-batch steps exactly μ-GDP."""
+        return self.factor * math.sqrt(steps) / mu
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        return LedgerEntry(what=what, mu=self.mu(sigma, steps), details=dict(details or {}))
+
+    def gaussian_eps(self, mu: float) -> float:
+        """ε (at δ) this accountant assigns to a μ-Gaussian release."""
+        return eps_from_mu(mu, self.delta)
+
+    def standalone_eps(self, sigma: float, steps: int) -> float:
+        return self.gaussian_eps(self.mu(sigma, steps))
+
+    def sigma_for_eps(self, eps: float, steps: int) -> float:
+        return self.factor * sigma_for_steps(eps, self.delta, steps)
+
+    def _start(self, steps: int) -> float:
+        return self.sigma_for_mu(1.0, steps)
+
+    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
+        """σ of the μ_f that fills the budget (`plan_final_mu`, exact for a GDP ledger), checked with
+        the run's real entry; bisection when the check fails (entries of another accountant)."""
+        mu_f = plan_final_mu(total_eps, self.delta, spent) * (1 - BUDGET_SAFETY)
+        sigma = self.sigma_for_mu(mu_f, steps)
+        if self.total_with(spent, sigma, steps) <= total_eps:
+            return sigma
+        return super().sigma_for_remaining(spent, total_eps, steps)
+
+
+class RdpGaussianAccountant(GdpAccountant):
+    """Full-batch runs read through the Gaussian's RDP curve λμ²/2 (seed 000 Table 15, "RDP")."""
+
+    name = "rdp"
+    formula = "RDP of the Gaussian mechanism (lambda mu^2 / 2), converted to (eps, delta) by RDP"
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        from dphpo.privacy.rdp import gdp_rdp
+
+        info = {"accounting": self.formula, "sample_rate": None, "batch_size": None}
+        values = gdp_rdp(self.mu(sigma, steps), RUN_RDP_ORDERS)
+        return LedgerEntry.rdp(what, RUN_RDP_ORDERS, values, details=dict(details or {}) | info)
+
+    def gaussian_eps(self, mu: float) -> float:
+        return _Accountant.gaussian_eps(self, mu)
+
+    def standalone_eps(self, sigma: float, steps: int) -> float:
+        return _Accountant.standalone_eps(self, sigma, steps)
+
+    def sigma_for_eps(self, eps: float, steps: int) -> float:
+        return _Accountant.sigma_for_eps(self, eps, steps)
+
+
+class RdpSubsampledAccountant(_Accountant):
+    """Poisson-subsampled runs (rate q < 1) accounted by the RDP of the subsampled Gaussian."""
+
+    name = "rdp"
+
+    def __init__(self, delta: float, sample_rate: float, batch_size: int | None = None) -> None:
+        super().__init__(delta)
+        if not 0.0 < sample_rate < 1.0:
+            raise ValueError(f"sample_rate must lie in (0, 1), got {sample_rate}")
+        self.q, self.batch_size = float(sample_rate), batch_size
+
+    @property
+    def formula(self) -> str:
+        batch = f"batch size {self.batch_size}" if self.batch_size is not None else f"sample rate {self.q:g}"
+        return f"RDP of the Poisson-subsampled Gaussian (Mironov et al. 2019), {batch}"
+
+    def describe(self) -> dict:
+        return super().describe() | {"adjacency": "add_remove", "sample_rate": self.q, "batch_size": self.batch_size}
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        from dphpo.privacy.rdp import subsampled_gaussian_rdp
+
+        info = {"accounting": self.formula, "sample_rate": self.q, "batch_size": self.batch_size}
+        values = subsampled_gaussian_rdp(self.q, sigma, int(steps), MINIBATCH_RDP_ORDERS)
+        return LedgerEntry.rdp(what, MINIBATCH_RDP_ORDERS, values, details=dict(details or {}) | info)
+
+
+class PrvAccountant(_Accountant):
+    """Poisson-subsampled (or full-batch, q = 1) runs accounted by prv-accountant's upper bound."""
+
+    name = "prv"
+
+    def __init__(self, delta: float, sample_rate: float = 1.0, eps_error: float = 0.01, adjacency: str = "add_remove",
+                 batch_size: int | None = None) -> None:
+        super().__init__(delta)
+        if not 0.0 < sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+        if not eps_error > 0:
+            raise ConfigError(f"privacy.eps_error: must be > 0, got {eps_error}")
+        check_accounting(self.name, adjacency, batch_size if sample_rate < 1.0 else None)
+        self.q, self.eps_error, self.adjacency, self.batch_size = float(sample_rate), float(eps_error), adjacency, batch_size
+
+    @property
+    def factor(self) -> float:
+        return 2.0 if self.adjacency == "replace_one" else 1.0
+
+    formula = "prv-accountant upper bound of the Poisson-subsampled Gaussian (Gopi, Lee & Wutschitz 2021)"
+
+    def describe(self) -> dict:
+        return super().describe() | {
+            "adjacency": self.adjacency,
+            "sample_rate": self.q,
+            "batch_size": self.batch_size,
+            "eps_error": self.eps_error,
+        }
+
+    def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        # replace-one (full batch only) doubles the sensitivity: the same as half the noise multiplier
+        return LedgerEntry.prv(what, self.q, sigma / self.factor, int(steps), self.eps_error, details=details)
+
+    def gaussian_eps(self, mu: float) -> float:
+        return eps_from_mu(mu, self.delta)  # the PRV of a Gaussian is its exact GDP curve
+
+    def _guess(self, mu: float, steps: int) -> float:
+        from dphpo.privacy.prv import clt_sigma
+
+        if self.q == 1.0:
+            return self.factor * math.sqrt(steps) / mu
+        return self.factor * clt_sigma(self.q, steps, mu)
+
+    def sigma_for_eps(self, eps: float, steps: int) -> float:
+        """Smallest σ (within 0.3 %) whose PRV upper bound is ≤ eps (`prv_sigma_for`, ~5 calls)."""
+        from dphpo.privacy.prv import prv_sigma_for
+
+        _check_eps(eps, self.eps_error)
+        return self.factor * prv_sigma_for(self.q, int(steps), eps, self.delta, eps_error=self.eps_error)
+
+    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
+        """Smallest σ (within 0.3 %) of a last run filling the budget; starts from the GDP-equivalent
+        of what is left (μ_f² = μ(total)² − μ(spent)²), ~5 compositions."""
+        spent_eps = _check_remaining(spent, total_eps, self.delta)
+        mu_left = math.sqrt(max(mu_from_eps(total_eps, self.delta) ** 2 - mu_from_eps(spent_eps, self.delta) ** 2, 1e-12))
+        return calibrate_log_sigma(
+            lambda s: self.total_with(spent, s, steps), total_eps, self._guess(mu_left, steps),
+            what=f"what is left of eps={total_eps:g} ({self.describe()}, steps={steps})",
+        )
+
+
+def _check_eps(eps: float, eps_error: float) -> None:
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a positive finite number, got {eps}")
+    if eps <= eps_error:
+        raise ConfigError(f"eps={eps:g} must exceed the PRV accountant's eps_error={eps_error:g} (privacy.eps_error)")
+
+
+def _check_remaining(spent: Ledger, total_eps: float, delta: float) -> float:
+    """ε already spent; InfeasibleBudgetError naming every release when nothing is left."""
+    from dphpo.privacy.ledger import _infeasible
+
+    spent_eps = float(spent.total(delta)["eps"]) if spent.entries else 0.0
+    if spent_eps >= total_eps:
+        raise _infeasible(total_eps, delta, spent, "final run", "", f"eps={spent_eps:.4g}")
+    return spent_eps
+
+
+def make_accountant(
+    accountant: str = "gdp",
+    delta: float = 1e-5,
+    adjacency: str = "add_remove",
+    sample_rate: float | None = None,
+    eps_error: float = 0.01,
+    batch_size: int | None = None,
+) -> RunAccountant:
+    """The accountant of runs with Poisson sampling rate `sample_rate` (None: full batch).
+
+    "gdp" with a sampling rate below 1 has no exact form: such runs fall back to the RDP of the
+    subsampled Gaussian (what `describe()` and every ledger then say), as "rdp" does. `batch_size`
+    (the B of q = B/N) is only recorded.
+    """
+    subsampled = sample_rate is not None
+    check_accounting(accountant, adjacency, (batch_size or 1) if subsampled else None)
+    q = 1.0 if sample_rate is None else float(sample_rate)
+    if accountant == "prv":
+        return PrvAccountant(delta, q, eps_error, adjacency, batch_size)
+    if q < 1.0:
+        return RdpSubsampledAccountant(delta, q, batch_size)
+    if accountant == "rdp" or subsampled:
+        return RdpGaussianAccountant(delta, adjacency)
+    return GdpAccountant(delta, adjacency)
+
+
+def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccountant:
+    """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error} and
+    training.batch_size (q = B/N, so minibatch configs need `n_train`)."""
+    p, t = config.get("privacy", {}) or {}, config.get("training", {}) or {}
+    batch_size = t.get("batch_size")
+    sample_rate = None
+    if batch_size is not None:
+        check_accounting(p.get("accountant", "gdp"), p.get("adjacency", "add_remove"), int(batch_size))
+        if n_train is None or n_train < 1:
+            raise ValueError("the number of training examples is needed to turn training.batch_size into a sampling rate")
+        sample_rate = min(1.0, int(batch_size) / n_train)
+    return make_accountant(
+        accountant=p.get("accountant", "gdp"),
+        delta=float(p.get("delta", 1e-5)),
+        adjacency=p.get("adjacency", "add_remove"),
+        sample_rate=sample_rate,
+        eps_error=float(p.get("eps_error", 0.01)),
+        batch_size=None if batch_size is None else int(batch_size),
+    )

@@ -1,0 +1,213 @@
+"""The batched linear-head trainer: full-batch DP-GD on cached features (seed 000, Algorithm 1).
+
+`TrainSettings` holds the training primitive's fixed settings (methods.md §1) and the accounting
+choices (δ, adjacency, accountant, batch size) from which `accountant_for` builds the run accountant;
+`PreparedFeatures` are the features on the training device; `LinearHeadTrainer` is the
+`PrivateTrainer` the HPO methods call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from dphpo.io import atomic_path
+from dphpo.privacy.accountant import RunAccountant, accountant_from_config, check_accounting, make_accountant
+from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
+from dphpo.train.protocol import TrialOutcome
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """The fixed parts of the training primitive (methods.md §1); all recorded in provenance."""
+
+    clip_norm: float = 1.0
+    momentum: float = 0.9
+    free_step: bool = True
+    bias: bool = False
+    init_std: float = 0.0
+    feature_norm: float | None = None  # L2-normalize features to this norm (data-independent)
+    device: str = "auto"
+    delta: float = 1e-5
+    adjacency: str = "add_remove"  # "replace_one" doubles every μ
+    # Ablations of seed 000 Table 15 (the method itself: full batch, exact GDP accounting).
+    batch_size: int | None = None  # expected Poisson batch size B (q = B/N); None = full batch
+    accountant: str = "gdp"  # "rdp": account every run with Rényi DP (looser); "prv": prv-accountant
+
+    def __post_init__(self) -> None:
+        check_accounting(self.accountant, self.adjacency, self.batch_size)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "TrainSettings":
+        t, p = config.get("training", {}), config.get("privacy", {})
+        batch_size = t.get("batch_size")
+        return cls(
+            clip_norm=float(t.get("clip_norm", 1.0)),
+            momentum=float(t.get("momentum", 0.9)),
+            free_step=bool(t.get("free_step", True)),
+            bias=bool(t.get("bias", False)),
+            init_std=float(t.get("init_std", 0.0)),
+            feature_norm=t.get("feature_norm"),
+            device=t.get("device", "auto"),
+            delta=float(p.get("delta", 1e-5)),
+            adjacency=p.get("adjacency", "add_remove"),
+            batch_size=None if batch_size is None else int(batch_size),
+            accountant=p.get("accountant", "gdp"),
+        )
+
+    def sample_rate(self, n_train: int) -> float | None:
+        """Poisson sampling rate q = B/N of a minibatch run; None for full batch."""
+        if self.batch_size is None:
+            return None
+        return min(1.0, self.batch_size / n_train)
+
+    def accountant_for(self, n_train: int) -> RunAccountant:
+        """The accountant of one run on `n_train` examples (`dphpo.privacy.accountant.make_accountant`;
+        `accountant_from_config` also reads privacy.eps_error)."""
+        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_train), batch_size=self.batch_size)
+
+
+@dataclass
+class PreparedFeatures:
+    """Features on the training device, preprocessed the same way for every method."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    checksum: str
+    attrs: dict
+
+    @property
+    def n_train(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def n_test(self) -> int:
+        return int(self.x_test.shape[0])
+
+
+def prepare_features(feature_set: Any, settings: TrainSettings) -> PreparedFeatures:
+    """Move a FeatureSet to the device; optional fixed-norm scaling and bias column (both data-independent)."""
+    device = resolve_device(settings.device)
+
+    def prep(x: torch.Tensor) -> torch.Tensor:
+        x = x.to(device=device, dtype=torch.float32)
+        if settings.feature_norm:
+            x = x * (settings.feature_norm / x.norm(dim=1, keepdim=True).clamp_min(1e-12))
+        return with_bias_column(x) if settings.bias else x
+
+    return PreparedFeatures(
+        x_train=prep(feature_set.x_train),
+        y_train=feature_set.y_train.to(device),
+        x_test=prep(feature_set.x_test),
+        y_test=feature_set.y_test.to(device),
+        num_classes=int(feature_set.num_classes),
+        checksum=feature_set.checksum,
+        attrs=dict(feature_set.attrs),
+    )
+
+
+class LinearHeadTrainer:
+    """Batched full-batch DP-GD of a linear head over cached features (a `PrivateTrainer`).
+
+    Scores are counts of correct predictions (per-example score 1{correct}); the metric is accuracy.
+    """
+
+    kind = "linear_head"
+    metric = "accuracy"
+
+    def __init__(self, features: PreparedFeatures, settings: TrainSettings, accountant: RunAccountant | None = None) -> None:
+        self.features, self.settings = features, settings
+        self.accountant = settings.accountant_for(features.n_train) if accountant is None else accountant
+
+    @classmethod
+    def from_config(cls, features: PreparedFeatures, config: dict) -> "LinearHeadTrainer":
+        """The trainer a config asks for on these features (accountant: `accountant_from_config`)."""
+        return cls(features, TrainSettings.from_config(config), accountant_from_config(config, features.n_train))
+
+    @property
+    def n_train(self) -> int:
+        return self.features.n_train
+
+    @property
+    def n_test(self) -> int:
+        return self.features.n_test
+
+    def provenance(self) -> dict:
+        f = self.features
+        return {
+            "trainer": self.kind,
+            "feature_cache": {
+                "content_sha256": f.checksum,
+                "extractor": f.attrs.get("extractor"),
+                "dataset_checksum": f.attrs.get("dataset_checksum"),
+                "n_train": f.n_train,
+                "n_test": f.n_test,
+                "upstream_privacy": f.attrs.get("upstream_privacy"),
+            },
+            "training": self.settings.__dict__,
+        }
+
+    def run_trials(
+        self,
+        eta: Sequence[float],
+        steps: Sequence[int],
+        sigma: Sequence[float],
+        seeds: Sequence[int],
+        *,
+        progress: bool = True,
+        desc: str = "trials",
+    ) -> TrialOutcome:
+        """Train a batch of trials together (`train_linear_dpgd`) and count their correct predictions."""
+        s, f = self.settings, self.features
+        weights = train_linear_dpgd(
+            f.x_train,
+            f.y_train,
+            f.num_classes,
+            TrialBatch(list(eta), [int(t) for t in steps], list(sigma), [int(x) for x in seeds]),
+            clip_norm=s.clip_norm,
+            momentum=s.momentum,
+            free_step=s.free_step,
+            init_std=s.init_std,
+            progress=progress,
+            desc=desc,
+            sample_rate=s.sample_rate(f.n_train),
+        )
+        return self.outcome(weights)
+
+    def outcome(self, weights: torch.Tensor, extras: list[dict] | None = None) -> TrialOutcome:
+        """The outcome of trained heads (H, K, d): correct-prediction counts and accuracies."""
+        f = self.features
+        train_correct = accuracy_counts(weights, f.x_train, f.y_train).numpy()
+        test_correct = accuracy_counts(weights, f.x_test, f.y_test).numpy()
+        return TrialOutcome(
+            models=weights,
+            train_score_sums=train_correct,
+            train_metric=train_correct / f.n_train,
+            test_metric=test_correct / f.n_test,
+            test_score_sums=test_correct,
+            extras=extras,
+        )
+
+    def save_model(self, outcome: TrialOutcome, index: int, path) -> None:
+        save_weights(outcome.models[index], path)
+
+    def subsample(self, keep: np.ndarray) -> "LinearHeadTrainer":
+        """The same trainer on the training examples `keep` (indices); test data unchanged."""
+        f = self.features
+        idx = torch.as_tensor(keep, device=f.x_train.device)
+        sub = PreparedFeatures(f.x_train[idx], f.y_train[idx], f.x_test, f.y_test, f.num_classes, f.checksum, f.attrs)
+        return LinearHeadTrainer(sub, self.settings, self.accountant)
+
+
+def save_weights(weights: Any, path) -> None:
+    """model.npz with the released weights (float32), written atomically."""
+    array = weights.detach().cpu().numpy() if isinstance(weights, torch.Tensor) else np.asarray(weights)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, weights=array.astype(np.float32))
