@@ -5,7 +5,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default only when no config file is given: a cluster job reloads the workflow with
+# the main process's `--configfiles` but without `--replace-workflow-config`, so a default merged
+# under them would give the job another config (and config hash) than the main process.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
@@ -23,3 +28,11 @@ rule all:
     default_target: True
     input:
         study_outputs(),
+
+
+# Tiny jobs run in the main process, never queued on a cluster.
+localrules:
+    all,
+
+
+drop_gpu_model_without_gpu(workflow.rules)

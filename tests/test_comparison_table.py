@@ -85,9 +85,11 @@ def test_make_writes_markdown_csv_latex_and_figure(results, tmp_path):
         p = tmp_path / "runs" / f"{i}.json"
         write_json(p, r)
         paths.append(str(p))
-    out = {k: tmp_path / f"hpo_comparison.{k}" for k in ("md", "csv", "tex")}
+    out = {k: tmp_path / f"hpo_comparison.{k}" for k in ("md", "csv", "tex", "html")}
     fig = tmp_path / "fig.png"
-    comparison.make(paths, [], md=str(out["md"]), csv_path=str(out["csv"]), figure=str(fig), tex=str(out["tex"]))
+    comparison.make(
+        paths, [], md=str(out["md"]), csv_path=str(out["csv"]), figure=str(fig), tex=str(out["tex"]), html_path=str(out["html"])
+    )
     rows = list(csv.DictReader(io.StringIO(out["csv"].read_text())))
     assert list(rows[0]) == comparison.CSV_COLUMNS
     assert len(rows) == len(STUDIES) * 2 * len(ACC)
@@ -98,3 +100,32 @@ def test_make_writes_markdown_csv_latex_and_figure(results, tmp_path):
     assert "Table 3" in md and "RERR" in md
     assert r"\begin{tabular}" in out["tex"].read_text()
     assert fig.stat().st_size > 5000
+    # the report's HTML page: both tables (the comparison and Table 3's layout), one row per method and target
+    page = out["html"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<table>") == 2
+    assert page.count("<td>grid search ORACLE (non-private HPO)</td>") == len(STUDIES) * 2
+    assert "RERR = (method − random search)/(oracle − random search)" in page  # the notes come along
+
+
+@pytest.mark.parametrize("n_studies", [1, 2, 4])
+def test_figure_legend_lies_inside_the_saved_image(results, n_studies, tmp_path):
+    """The legend under the panels used to be cut off by the figure's edge (issue 9)."""
+    studies = [("mnist", "efficientnet_lite0"), ("tweets", "minilm_l6"), ("digits", "raw"), ("cifar10", "resnet")][:n_studies]
+    rows = [
+        {"dataset": d, "extractor": e, "method_id": m, "target ε": eps, "accuracy_mean": 0.5, "accuracy_std": 0.01}
+        for d, e in studies
+        for m in comparison.LABELS
+        for eps in (0.25, 1.0, 8.0)
+    ]
+    refs = [{"provenance": {"dataset": "mnist", "extractor": "efficientnet_lite0"}, "test_accuracy": 0.95}]
+    fig = comparison.figure(rows, refs)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    box, page = legend.get_window_extent(), fig.bbox
+    assert len(legend.get_texts()) == len(comparison.LABELS) + 1
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
+    for ax in fig.axes:  # and it covers no panel
+        if ax.get_visible():
+            assert not box.overlaps(ax.get_tightbbox())
+    comparison.plot(rows, tmp_path / "fig.png", refs)
+    assert (tmp_path / "fig.png").stat().st_size > 5000

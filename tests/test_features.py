@@ -14,6 +14,7 @@ import torch
 from dphpo.data import load_dataset
 from dphpo.errors import ConfigError, DatasetError, FeatureCacheError
 from dphpo.features import (
+    FORMAT_VERSION,
     build_feature_cache,
     expected_attrs,
     get_extractor,
@@ -205,14 +206,17 @@ def test_cache_round_trip(tmp_path):
     assert fs.num_classes == 3 and fs.path == str(path)
     a = read_cache_attrs(path)
     assert a["normalization"] == {"mean": [0.5]} and a["max_train"] is None and a["flag"] is True
-    assert a["n_train"] == 50 and a["n_test"] == 20 and a["feature_dim"] == 7 and a["format_version"] == 1
+    assert a["n_train"] == 50 and a["n_test"] == 20 and a["feature_dim"] == 7 and a["format_version"] == FORMAT_VERSION
     assert isinstance(a["package_versions"], dict) and "torch" in a["package_versions"] and a["created_utc"]
     with h5py.File(path, "r", locking=False) as f:
         assert f["train/features"].dtype == np.float32 and f["train/labels"].dtype == np.int64
         assert f["train/features"].chunks == (50, 7)
     assert fs.to("cpu").x_test.device.type == "cpu"
-    # same arrays, same content hash
-    assert write_feature_cache(tmp_path / "g.h5", attrs={}, **arrays) == digest
+    # same arrays and result attributes, same content hash (timings and dates are not hashed) ...
+    assert write_feature_cache(tmp_path / "g.h5", attrs=attrs | {"extract_seconds": 9.5}, **arrays) == digest
+    # ... another dataset name or class count, another hash
+    assert write_feature_cache(tmp_path / "g.h5", attrs=attrs | {"dataset": "other"}, **arrays) != digest
+    assert write_feature_cache(tmp_path / "g.h5", attrs=attrs, **(arrays | {"num_classes": 4})) != digest
 
 
 def test_cache_write_is_atomic(tmp_path, monkeypatch):
@@ -262,8 +266,8 @@ def test_cache_detects_bad_labels_and_missing_datasets(tmp_path):
         load_feature_cache(path)
     write_feature_cache(path, attrs={}, **_arrays())
     with h5py.File(path, "a") as f:
-        f.attrs["num_classes"] = 2  # labels go up to 2
-    with pytest.raises(FeatureCacheError, match="labels outside"):
+        f.attrs["num_classes"] = 2  # labels go up to 2; num_classes is inside content_sha256
+    with pytest.raises(FeatureCacheError, match="content sha256 .*num_classes"):
         load_feature_cache(path)
 
 
@@ -335,6 +339,7 @@ def test_snakemake_script(tmp_path):
     fake = SimpleNamespace(
         wildcards=SimpleNamespace(dataset="digits", extractor="raw"),
         config={"data_dir": str(tmp_path / "data"), "extractors": {"raw": {"kind": "raw"}}},
+        input=SimpleNamespace(pretrained=[]),  # rule extract_features: no checkpoint for a raw extractor
         output=SimpleNamespace(features=str(out)),
         log=[str(log)],
         threads=1,

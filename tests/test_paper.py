@@ -120,9 +120,9 @@ def test_slurm_profile_sets_gpu_model_and_partition_on_gpu_rules_only():
         assert {"gpu_model", "slurm_partition"} <= set(profile["set-resources"][rule]), rule
     for key in ("jobs", "latency-wait", "retries"):
         assert key in profile
-    # rules themselves name no partition, account or GPU model
+    # rules themselves set no partition, account or GPU model
     for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        assert not re.search(r"slurm_partition|slurm_account|gpu_model", smk.read_text()), smk
+        assert not re.search(r"\b(slurm_partition|slurm_account|gpu_model)\s*[=:]\s*[\"'\w]", smk.read_text()), smk
 
 
 # --------------------------------------------------------------------------------------------

@@ -116,6 +116,13 @@ def test_tiny_study_end_to_end(tmp_path):
     assert len(comparison) == 1 + 2 * 10  # header + (linear scaling + 9 baselines) × 2 targets
     assert "grid search ORACLE (non-private HPO)" in (tmp_path / "results" / "tables" / "hpo_comparison.md").read_text()
     assert (tmp_path / "results" / "figures" / "hpo_comparison_accuracy_vs_eps.png").stat().st_size > 1000
+    for name in ("linear_scaling", "hpo_comparison"):  # the tables the Snakemake report shows inline
+        assert "<table>" in (tmp_path / "results" / "tables" / f"{name}.html").read_text()
+    snakemake("--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path), "--report", str(tmp_path / "report.html"))
+    report = (tmp_path / "report.html").read_text()
+    # labels sit in the report's JSON (non-ASCII escaped): match their ASCII part
+    for text in ("hpo_comparison.html", "linear_scaling.html", "every method at equal total", "accuracy at each total"):
+        assert text in report, text
     # no temporary files left behind
     assert not list((tmp_path / "results").rglob("*.tmp"))
     # a second run has nothing to do

@@ -22,6 +22,10 @@ class FeatureCacheError(DPHPOError):
     """A feature cache file is missing, corrupt or does not match what was asked for."""
 
 
+class OutputFileError(DPHPOError):
+    """A JSON file the workflow wrote (result.json, stage.json, ...) is truncated, unreadable or altered."""
+
+
 class DatasetError(DPHPOError):
     """A dataset is unknown or its files cannot be found or verified."""
 

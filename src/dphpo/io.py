@@ -1,8 +1,18 @@
-"""Atomic file output: a killed job never leaves a half-written result behind."""
+"""Atomic file output: a killed job never leaves a half-written result behind.
+
+Temporary files are named `.<target name>.<random>.dphpo.tmp` next to their target. A writer
+killed with SIGKILL leaves its temporary behind: the next writer of the same target removes it,
+and the workflow removes those older than a day at start (`remove_orphan_temporaries`, onstart
+in common.smk) for targets no longer built. JSON mappings are sealed: `write_json` adds
+`record_sha256`, the sha256 of the canonical JSON of every other key, and `read_json` checks and
+removes it, so a truncated or hand-edited result is refused with its file name.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import glob
+import hashlib
 import json
 import os
 import tempfile
@@ -11,13 +21,22 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from dphpo.errors import OutputFileError
+
+TMP_SUFFIX = ".dphpo.tmp"
+SEAL_KEY = "record_sha256"
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to `path`; rename it onto `path` only on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # a writer of this target killed earlier (SIGKILL runs no cleanup) left its temporary: one
+    # writer per target (Snakemake runs one job per output), so any such file is an orphan
+    for orphan in path.parent.glob(f".{glob.escape(path.name)}.*{TMP_SUFFIX}"):
+        orphan.unlink(missing_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -44,7 +63,7 @@ def _to_jsonable(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return _to_jsonable(obj.tolist())
     if isinstance(obj, np.generic):
-        return obj.item()
+        return _to_jsonable(obj.item())  # a numpy NaN or inf becomes null or "inf" like a float
     if isinstance(obj, Path):
         return str(obj)
     if hasattr(obj, "tolist"):  # torch tensors
@@ -55,15 +74,59 @@ def _to_jsonable(obj: Any) -> Any:
 
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
-    """Write `data` as indented JSON, atomically (temp file, then rename)."""
+    """Write `data` as indented JSON, atomically (temp file, then rename); a mapping gets its seal."""
+    data = _to_jsonable(data)
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k != SEAL_KEY}
+        data[SEAL_KEY] = _seal(data)
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(_to_jsonable(data), indent=2, sort_keys=False) + "\n")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """The data `write_json` wrote; OutputFileError naming the file when it is not complete JSON or
+    its seal does not match its content (edited after it was written)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise OutputFileError(f"missing file {path}: run `snakemake {path}`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OutputFileError(f"{path} is not a complete JSON file ({exc}); it was truncated or damaged: "
+                              "delete it and rerun") from None
+    if isinstance(data, dict) and SEAL_KEY in data:
+        stored = data.pop(SEAL_KEY)
+        if _seal(data) != stored:
+            raise OutputFileError(f"{path} was altered after it was written: its {SEAL_KEY} {stored} does not match "
+                                  f"its content ({_seal(data)}); delete it and rerun")
+    return data
+
+
+def _seal(data: dict) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces) of a mapping."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def remove_orphan_temporaries(folder: str | os.PathLike, min_age_s: float = 0.0) -> list[Path]:
+    """Delete the temporary files (`*.dphpo.tmp`) killed writers left under `folder`; returns them.
+
+    Call it only when no writer is running there (the workflow does at start, holding Snakemake's
+    lock on the working directory); `min_age_s` spares files younger than that.
+    """
+    import time
+
+    removed = []
+    now = time.time()
+    for tmp in Path(folder).rglob(f".*{TMP_SUFFIX}"):
+        try:
+            if tmp.is_file() and now - tmp.stat().st_mtime >= min_age_s:
+                tmp.unlink()
+                removed.append(tmp)
+        except FileNotFoundError:  # its writer finished meanwhile
+            continue
+    return removed

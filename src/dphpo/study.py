@@ -23,6 +23,8 @@ from dphpo.provenance import config_hash, package_versions
 
 
 DEFAULT_VARIANT = "default"
+# Top-level keys every variant shares with the base config (results/features/... has no variant).
+VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretraining", "data_dir", "variants")
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -44,19 +46,31 @@ def variant_config(config: dict, variant: str) -> dict:
     """
     if variant == DEFAULT_VARIANT:
         return config
-    variants = config.get("variants", {})
-    if variant not in variants:
-        from dphpo.errors import ConfigError
-
-        raise ConfigError(f"variants.{variant}: no such variant (defined: {', '.join(sorted(variants)) or 'none'})")
-    overrides = variants[variant]
-    if "target_eps" in overrides.get("privacy", {}) or "seeds" in overrides:
-        from dphpo.errors import ConfigError
-
-        raise ConfigError(f"variants.{variant}: privacy.target_eps and seeds are shared by all variants; do not override them")
-    merged = deep_merge({k: v for k, v in config.items() if k != "variants"}, overrides)
+    merged = merged_variant(config, variant)
     merged["variant"] = variant
     return merged
+
+
+def merged_variant(config: dict, variant: str) -> dict:
+    """`variants.<variant>` merged over the base config, shaped like a whole config file: the
+    workflow validates it against the config schema, so a typo inside a variant is refused."""
+    from dphpo.errors import ConfigError
+
+    variants = config.get("variants", {})
+    if variant not in variants:
+        raise ConfigError(f"variants.{variant}: no such variant (defined: {', '.join(sorted(variants)) or 'none'})")
+    overrides = variants[variant]
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"variants.{variant} must be a mapping of config overrides, got {type(overrides).__name__}")
+    shared = [k for k in VARIANT_SHARED_KEYS if k in overrides]
+    if "target_eps" in (overrides.get("privacy") or {}):
+        shared.append("privacy.target_eps")
+    if shared:
+        raise ConfigError(
+            f"variants.{variant}: {', '.join(shared)} cannot be overridden in a variant: budgets, seeds, "
+            "studies and the feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants"
+        )
+    return deep_merge({k: v for k, v in config.items() if k != "variants"}, overrides)
 
 
 def eps_label(eps: float) -> str:
@@ -72,13 +86,19 @@ def target_eps(config: dict) -> list[float]:
 RUN_SETTINGS_KEYS = ("data_dir", "privacy", "search_space", "training", "selection", "linear_scaling", "baselines")
 
 
-def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None) -> str:
+def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
+                      dataset: str | None = None) -> str:
     """Hash of what a training job computes from: a rule `params:` entry, so that Snakemake reruns
-    exactly the jobs a config change affects (results of another config are never reused)."""
+    exactly the jobs a config change affects (results of another config are never reused).
+    The study's extractor section and dataset options (subsets) are part of it."""
+    from dphpo.features.build import dataset_options
+
     cfg = variant_config(config, variant)
     settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
     if extractor is not None:
         settings["extractor"] = cfg.get("extractors", {}).get(extractor)
+    if dataset is not None:
+        settings["dataset"] = dataset_options(cfg, dataset)
     return config_hash(settings)
 
 
@@ -102,7 +122,10 @@ def load_features(config: dict, path: str | Path, dataset: str, extractor: str) 
     """Read and verify a feature cache, then prepare it for training as the config says."""
     from dphpo.features.cache import load_feature_cache
 
-    feature_set = load_feature_cache(path, expect={"dataset": dataset, "extractor": extractor})
+    from dphpo.features.build import expected_attrs
+
+    # a cache built under other dataset options (subsets) or extractor settings is refused, not used
+    feature_set = load_feature_cache(path, expect=expected_attrs(dataset, extractor, config))
     return prepare_features(feature_set, train_settings(config))
 
 
@@ -159,12 +182,59 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
             sys.stderr.flush()
 
 
+def validate_config(config: dict, schema: str | Path) -> None:
+    """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
+    validator, filling in defaults), each variant merged over the base config against the same
+    closed schema, then the cross-checks of `check_config`, the baselines and pretraining.
+    Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from dphpo.errors import ConfigError
+    from dphpo.features.pretrain import check_pretraining_config
+    from dphpo.hpo import registry
+
+    try:
+        validate(config, schema=str(schema))
+    except WorkflowError as err:
+        raise ConfigError(_schema_message(err)) from None
+    for variant in config.get("variants", {}):
+        try:
+            validate(merged_variant(config, variant), schema=str(schema))
+        except WorkflowError as err:
+            raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
+    check_config(config)
+    registry.check_config(config)  # baselines: known names, feasible plans
+    check_pretraining_config(config)  # pretrained_public names a section
+
+
+def _schema_message(err: Exception) -> str:
+    """`key.path: what is wrong` from Snakemake's wrapper of a jsonschema ValidationError (whose
+    own text dumps the schema); for a oneOf, why each alternative failed."""
+    import jsonschema
+
+    cause = err.__context__
+    if not isinstance(cause, jsonschema.ValidationError):
+        return str(err)
+    where = ".".join(str(p) for p in cause.absolute_path) or "the config"
+    message = f"{where}: {cause.message}"
+    if cause.context:
+        message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
+    return message
+
+
 def check_config(config: dict) -> None:
     """Checks the JSON schema cannot express; raises ConfigError / InfeasibleBudgetError before any job runs."""
     from dphpo.data import DATASETS
     from dphpo.errors import ConfigError, DPHPOError
     from dphpo.hpo.linear_scaling import check_budgets
 
+    _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
+    # two budgets that share a results path (eps_label) would overwrite each other's files
+    _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), eps_label)
+    for name in config.get("datasets") or {}:
+        if name not in DATASETS:
+            raise ConfigError(f"datasets.{name}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
     for i, entry in enumerate(config["studies"]):
         if entry["dataset"] not in DATASETS:
             raise ConfigError(
@@ -183,3 +253,17 @@ def check_config(config: dict) -> None:
         except DPHPOError as err:
             where = "" if variant == DEFAULT_VARIANT else f"variants.{variant}: "
             raise type(err)(where + str(err)) from None
+
+
+def _refuse_duplicates(key: str, values: list, label) -> None:
+    """ConfigError naming `key` when two of its values are the same once written as `label(value)`."""
+    from dphpo.errors import ConfigError
+
+    seen: dict[str, Any] = {}
+    for value in values:
+        if label(value) in seen:
+            raise ConfigError(
+                f"{key}: {seen[label(value)]!r} and {value!r} are the same entry ({label(value)!r}) listed twice; "
+                "list each once (a duplicate would only repeat identical runs and overwrite their results)"
+            )
+        seen[label(value)] = value

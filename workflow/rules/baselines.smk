@@ -27,9 +27,16 @@ rule run_method:
     resources:
         **rule_resources("run_method", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
+        settings=lambda w: study.run_settings_hash(
+            config, w.variant, w.extractor, w.dataset
+        ),
     script:
         "../scripts/run_method.py"
+
+
+# reads a few JSON files: runs in the main process, never queued on a cluster
+localrules:
+    table_hpo_comparison,
 
 
 rule table_hpo_comparison:
@@ -42,17 +49,20 @@ rule table_hpo_comparison:
         + baseline_results(),
         references=[f"results/runs/{d}/{e}/nonprivate/result.json" for d, e in STUDIES],
     output:
-        md=report(
-            "results/tables/hpo_comparison.md",
-            caption="../report/hpo_comparison_table.rst",
-            category="HPO comparison",
-        ),
+        md="results/tables/hpo_comparison.md",
         csv="results/tables/hpo_comparison.csv",
         tex="results/tables/hpo_comparison.tex",
+        html=report(
+            "results/tables/hpo_comparison.html",
+            caption="../report/hpo_comparison_table.rst",
+            category="HPO comparison",
+            labels={"item": "Table", "shows": "every method at equal total ε, RERR"},
+        ),
         figure=report(
             "results/figures/hpo_comparison_accuracy_vs_eps.png",
             caption="../report/hpo_comparison_figure.rst",
             category="HPO comparison",
+            labels={"item": "Figure", "shows": "accuracy vs total ε, every method"},
         ),
     log:
         "results/logs/tables/hpo_comparison.log",

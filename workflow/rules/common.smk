@@ -1,24 +1,35 @@
 # Config validation, wildcard constraints and input functions shared by every rule file.
 import math
+import os
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
+from snakemake.logging import logger
 
 from dphpo import study
 from dphpo.errors import DPHPOError
-from dphpo.features.pretrain import check_pretraining_config, checkpoint_path
+from dphpo.features.build import dataset_options
+from dphpo.features.pretrain import checkpoint_path
 from dphpo.hpo import registry
+from dphpo.io import remove_orphan_temporaries
+from dphpo.resume import record_lock_owner, release_stale_lock
 
-validate(config, schema="../schemas/config.schema.yaml")
+# A run killed with kill -9 leaves its lock: release it when its process is provably gone, so
+# that the same command resumes (README "Resuming after a failure"; else `snakemake --unlock`).
+_released = release_stale_lock()
+if _released:
+    logger.warning(_released)
 
 try:
+    # the schema (defaults filled in), each variant merged over the base config, then the
+    # cross-checks (budgets, baselines, pretraining): all before any job
+    study.validate_config(
+        config,
+        os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
+    )
     TARGETS = study.target_eps(config)
     EPS_LABELS = [study.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
-    study.check_config(config)
-    registry.check_config(config)  # baselines: known names, feasible plans
-    check_pretraining_config(config)  # pretrained_public names a section
 except DPHPOError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 
@@ -33,8 +44,23 @@ wildcard_constraints:
 
 
 def rule_resources(rule_name, **defaults):
-    """Resource tags of a rule: config `resources.<rule>` overrides the defaults."""
+    """Resource tags of a rule: config `resources.<rule>` overrides the defaults.
+
+    GPUs only where the config asks for them (`gpu` of `resources.<name>`, config/paper.yaml): the
+    embedded configs run on CPUs, also on a cluster.
+    """
     return defaults | config.get("resources", {}).get(rule_name, {})
+
+
+def drop_gpu_model_without_gpu(rules):
+    """profiles/slurm names the GPU model of the rules that may use one (`set-resources`); the SLURM
+    plugin turns any `gpu_model` into `--gpus=<model>:<gpu or 1>`, so a job the config runs on CPUs
+    (no `gpu`, or 0) would still wait for a GPU. Those rules lose the model (main process and jobs
+    alike: the jobs load this file too)."""
+    for r in rules:
+        gpu = r.resources.get("gpu")
+        if "gpu_model" in r.resources and not (gpu is not None and gpu.value):
+            r.resources["gpu_model"] = None
 
 
 def features_h5(wildcards):
@@ -71,10 +97,12 @@ def study_outputs():
     return [
         "results/tables/linear_scaling.md",
         "results/tables/linear_scaling.csv",
+        "results/tables/linear_scaling.html",
         "results/figures/linear_scaling_accuracy_vs_eps.png",
         "results/tables/hpo_comparison.md",
         "results/tables/hpo_comparison.csv",
         "results/tables/hpo_comparison.tex",
+        "results/tables/hpo_comparison.html",
         "results/figures/hpo_comparison_accuracy_vs_eps.png",
     ]
 
@@ -214,3 +242,11 @@ def language_outputs():
     if (config.get("language") or {}).get("tables", {}).get("figure4"):
         tables.append("results/figures/figure4_language_pareto.png")
     return tables
+
+
+onstart:
+    # This process now holds the directory lock (release_stale_lock above reads this).
+    record_lock_owner()
+    # Temporaries of writers killed in an earlier run (kill -9 runs no cleanup) whose targets
+    # are not rebuilt; a rebuilt target's writer removes its own (dphpo.io.atomic_path).
+    remove_orphan_temporaries("results", min_age_s=24 * 3600)

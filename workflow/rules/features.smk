@@ -14,9 +14,11 @@ rule extract_features:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]
     resources:
-        **rule_resources("extract_features", gpu=1, mem_mb=16000, runtime=120),
+        **rule_resources("extract_features", mem_mb=16000, runtime=120),
     params:
         extractor=lambda w: config["extractors"].get(w.extractor),
+        # subsets change the cache: a changed datasets.<name> section rebuilds it
+        dataset=lambda w: dataset_options(config, w.dataset),
         data_dir=config["data_dir"],
     script:
         "../scripts/extract_features.py"

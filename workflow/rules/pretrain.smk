@@ -21,7 +21,7 @@ rule pretrain_public:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["pretrain"]
     resources:
-        **rule_resources("pretrain_public", gpu=1, mem_mb=8000, runtime=240),
+        **rule_resources("pretrain_public", mem_mb=8000, runtime=240),
     params:
         settings=lambda wildcards: config["pretraining"][wildcards.name],
         data_dir=config["data_dir"],

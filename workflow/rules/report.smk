@@ -1,6 +1,11 @@
 # Tables and figures from the result files.
 
 
+# reads a few JSON files: runs in the main process, never queued on a cluster
+localrules:
+    table_linear_scaling,
+
+
 rule table_linear_scaling:
     input:
         results=[
@@ -10,16 +15,19 @@ rule table_linear_scaling:
         ],
         references=[f"results/runs/{d}/{e}/nonprivate/result.json" for d, e in STUDIES],
     output:
-        md=report(
-            "results/tables/linear_scaling.md",
+        md="results/tables/linear_scaling.md",
+        csv="results/tables/linear_scaling.csv",
+        html=report(
+            "results/tables/linear_scaling.html",
             caption="../report/linear_scaling_table.rst",
             category="Linear scaling rule",
+            labels={"item": "Table", "shows": "accuracy at each total ε"},
         ),
-        csv="results/tables/linear_scaling.csv",
         figure=report(
             "results/figures/linear_scaling_accuracy_vs_eps.png",
             caption="../report/linear_scaling_figure.rst",
             category="Linear scaling rule",
+            labels={"item": "Figure", "shows": "accuracy vs total ε"},
         ),
     log:
         "results/logs/tables/linear_scaling.log",

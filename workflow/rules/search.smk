@@ -18,7 +18,9 @@ rule linear_scaling_stage:
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
+        settings=lambda w: study.run_settings_hash(
+            config, w.variant, w.extractor, w.dataset
+        ),
     script:
         "../scripts/linear_scaling_stage.py"
 
@@ -46,7 +48,9 @@ rule linear_scaling_final:
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(config, w.variant, w.extractor),
+        settings=lambda w: study.run_settings_hash(
+            config, w.variant, w.extractor, w.dataset
+        ),
     script:
         "../scripts/linear_scaling_final.py"
 
@@ -67,6 +71,8 @@ rule nonprivate_reference:
     resources:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(config, "default", w.extractor),
+        settings=lambda w: study.run_settings_hash(
+            config, "default", w.extractor, w.dataset
+        ),
     script:
         "../scripts/nonprivate_reference.py"

@@ -38,6 +38,8 @@ def main() -> None:
                 snakemake.output.features,
                 device=device,
                 progress=True,
+                # the checkpoint where the rule found it (prefixed when the workflow is a `module`)
+                checkpoint=snakemake.input.pretrained or None,
             )
             logging.info("done: n_train=%s n_test=%s feature_dim=%s content_sha256=%s",
                          attrs["n_train"], attrs["n_test"], attrs["feature_dim"], attrs["content_sha256"])

@@ -6,6 +6,5 @@ from dphpo.report import paper
 
 logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 table = paper.provenance_table(snakemake.input)
-table.write(md=snakemake.output.md)
-paper.write_html(snakemake.output.html, table)
+table.write(md=snakemake.output.md, html_path=snakemake.output.html)
 logging.info("provenance of %d result files in %d groups", len(snakemake.input), len(table.rows))

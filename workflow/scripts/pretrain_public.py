@@ -1,6 +1,7 @@
 """Rule pretrain_public: train `pretraining.<name>` on its public dataset, write the checkpoint."""
 
 from dphpo import study
+from dphpo.features.build import dataset_download
 from dphpo.features.pretrain import run_pretraining
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -14,5 +15,5 @@ with study.job_log(sm.log[0], threads=sm.threads):
         sm.output.checkpoint,
         summary_path=sm.output.summary,
         data_dir=sm.params.data_dir,
-        download=sm.config.get("datasets", {}).get(public, {}).get("download", True),
+        download=dataset_download(sm.config, public),
     )

@@ -1,4 +1,4 @@
-"""results/tables/hpo_comparison.{md,csv,tex} and the accuracy-vs-ε figure of every method."""
+"""results/tables/hpo_comparison.{md,csv,tex,html} and the accuracy-vs-ε figure of every method."""
 
 from dphpo import study
 from dphpo.report import comparison
@@ -11,4 +11,5 @@ with study.job_log(snakemake.log[0]):
         csv_path=snakemake.output.csv,
         tex=snakemake.output.tex,
         figure=snakemake.output.figure,
+        html_path=snakemake.output.html,
     )

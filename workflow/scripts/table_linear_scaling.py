@@ -1,4 +1,4 @@
-"""results/tables/linear_scaling.{md,csv} and the accuracy-vs-ε figure."""
+"""results/tables/linear_scaling.{md,csv,html} and the accuracy-vs-ε figure."""
 
 from dphpo import study
 from dphpo.report import linear_scaling
@@ -10,4 +10,5 @@ with study.job_log(snakemake.log[0]):
         md=snakemake.output.md,
         csv_path=snakemake.output.csv,
         figure=snakemake.output.figure,
+        html_path=snakemake.output.html,
     )

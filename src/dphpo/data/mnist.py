@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,10 @@ _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">
 def read_bytes_maybe_gzip(path: str | Path) -> bytes:
     data = Path(path).read_bytes()
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (EOFError, OSError, zlib.error) as exc:  # truncated or damaged (a killed download)
+            raise DatasetError(f"MNIST file {path} is not a complete gzip file ({exc}); delete it and rerun") from exc
     return data
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from dphpo.errors import ConfigError
+from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache
 from dphpo.features.extractors import check_modality, get_extractor, resolve_device
 
@@ -35,6 +35,12 @@ def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
     return opts
 
 
+def dataset_download(config: dict, dataset: str) -> bool:
+    """`datasets.<dataset>.download` (default true): may a loader fetch missing files? Not part of
+    `dataset_options`: it decides where the data come from, never what they are (checksums verify)."""
+    return bool(((config.get("datasets") or {}).get(dataset) or {}).get("download", True))
+
+
 def extractor_spec(config: dict, extractor: str) -> dict:
     defined = config.get("extractors") or {}
     if extractor not in defined:
@@ -48,28 +54,39 @@ def extractor_spec(config: dict, extractor: str) -> dict:
 def expected_attrs(dataset: str, extractor: str, config: dict) -> dict[str, Any]:
     """Attributes a cache built from `config` must carry (usable as `load_feature_cache(expect=...)`)."""
     opts = dataset_options(config, dataset)
-    return {"dataset": dataset, "extractor": extractor,
+    return {"dataset": dataset, "extractor": extractor, "extractor_spec": extractor_spec(config, extractor),
             "max_train": opts["max_train"], "max_test": opts["max_test"], "subset_seed": opts["subset_seed"]}
 
 
 def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *, device="auto",
-                        progress: bool = True) -> dict:
-    """Load `dataset`, extract train and test features with `extractor`, write the cache; return its attrs."""
+                        progress: bool = True, checkpoint=None) -> dict:
+    """Load `dataset`, extract train and test features with `extractor`, write the cache; return its attrs.
+
+    `checkpoint`: where the `pretrained_public` checkpoint is (the rule's input, so the workflow also
+    works as a Snakemake `module` with a path prefix); default: the extractor's `checkpoint` key or
+    `dphpo.features.pretrain.checkpoint_path`.
+    """
     from dphpo.data import DATASETS, load_dataset
 
     if dataset not in DATASETS:
-        from dphpo.errors import DatasetError
-
         raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
     spec = extractor_spec(config, extractor)
+    if checkpoint:
+        spec = {**spec, "checkpoint": str(checkpoint)}
     ext = get_extractor(extractor, spec)
     check_modality(ext, dataset, DATASETS[dataset].modality)
     opts = dataset_options(config, dataset)
     dev = resolve_device(device)
 
     t0 = time.perf_counter()
-    ds = load_dataset(dataset, config.get("data_dir", "data"), max_train=opts["max_train"],
-                      max_test=opts["max_test"], subset_seed=opts["subset_seed"])
+    download = dataset_download(config, dataset)
+    try:
+        ds = load_dataset(dataset, config.get("data_dir", "data"), max_train=opts["max_train"],
+                          max_test=opts["max_test"], subset_seed=opts["subset_seed"], download=download)
+    except DatasetError as err:
+        if download:
+            raise
+        raise DatasetError(f"{err}\n(datasets.{dataset}.download is false: no download was attempted)") from None
     t_load = time.perf_counter() - t0
     log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
 

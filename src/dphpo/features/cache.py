@@ -1,6 +1,6 @@
 """The HDF5 feature cache: the expensive, reusable artifact between extraction and training.
 
-Layout (format_version 1)::
+Layout (format_version 2)::
 
     /train/features  float32 (N_train, D), chunked (min(N, 4096), D), uncompressed
     /train/labels    int64   (N_train,)
@@ -12,10 +12,13 @@ Layout (format_version 1)::
 
 Attribute values that are not plain strings/numbers/booleans (dicts, lists, None) are stored as
 JSON strings; their names are listed in the attribute `json_attrs`, and `read_cache_attrs`
-decodes them again. `content_sha256` is the sha256 over the four arrays in the order train
-features, train labels, test features, test labels, each preceded by a small header
-`name|dtype|shape|` and given as little-endian C-order bytes. It is computed at write time and
-checked on every load.
+decodes them again. `content_sha256` is the sha256 over the attributes that change results
+(`HASHED_ATTRS`: the class count that sizes every model, and what each result's provenance copies
+from the cache) as canonical JSON, then the four arrays in the order train features, train labels,
+test features, test labels, each preceded by a small header `name|dtype|shape|` and given as
+little-endian C-order bytes. It is computed at write time and checked on every load, so editing
+an array or one of those attributes is refused. Timings, thread counts and dates are left out:
+the same features built twice hash the same. (Format 1 hashed the arrays only.)
 
 Files are written to a temporary name and renamed (one writer per file) and opened read-only
 without HDF5 file locking (which fails on some shared filesystems).
@@ -39,7 +42,11 @@ from dphpo.errors import FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Attributes inside content_sha256: `num_classes` sizes the model; the others go into every
+# result's provenance (study.provenance) or are checked against the config (expected_attrs).
+HASHED_ATTRS = ("num_classes", "dataset", "dataset_checksum", "extractor", "max_train", "max_test",
+                "subset_seed", "upstream_privacy")
 CHUNK_ROWS = 4096
 SPLITS = ("train", "test")
 REQUIRED_ATTRS = ("num_classes", "n_train", "n_test", "feature_dim", "content_sha256", "format_version")
@@ -85,9 +92,11 @@ def _as_numpy(a, dtype) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<"))
 
 
-def content_sha256(x_train, y_train, x_test, y_test) -> str:
-    """sha256 over the four arrays (see the module docstring for the exact byte layout)."""
+def content_sha256(x_train, y_train, x_test, y_test, attrs: dict | None = None) -> str:
+    """sha256 over `HASHED_ATTRS` of `attrs` and the four arrays (byte layout: module docstring)."""
     digest = hashlib.sha256()
+    hashed = {key: _normalize((attrs or {}).get(key)) for key in HASHED_ATTRS}
+    digest.update(f"attrs|{json.dumps(hashed, sort_keys=True)}|".encode())
     for name, arr, dtype in (("train/features", x_train, np.float32), ("train/labels", y_train, np.int64),
                              ("test/features", x_test, np.float32), ("test/labels", y_test, np.int64)):
         arr = _as_numpy(arr, dtype)
@@ -173,13 +182,13 @@ def write_feature_cache(path, *, x_train, y_train, x_test, y_test, num_classes: 
             raise ValueError(f"{split}: labels outside 0..{num_classes - 1}")
         if not np.isfinite(x).all():
             raise ValueError(f"{split}: features contain NaN or inf")
-    digest = content_sha256(x_train, y_train, x_test, y_test)
-
     meta: dict[str, Any] = {"package_versions": package_versions(),
                             "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     meta.update(attrs or {})
     meta.update(num_classes=num_classes, n_train=len(y_train), n_test=len(y_test),
-                feature_dim=int(x_train.shape[1]), format_version=FORMAT_VERSION, content_sha256=digest)
+                feature_dim=int(x_train.shape[1]), format_version=FORMAT_VERSION)
+    digest = content_sha256(x_train, y_train, x_test, y_test, meta)
+    meta["content_sha256"] = digest
 
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
@@ -251,6 +260,11 @@ def load_feature_cache(path, *, expect: dict | None = None, device="cpu") -> Fea
         missing += [f"{s}/{d}" for s in SPLITS for d in ("features", "labels") if f"{s}/{d}" not in f]
         if missing:
             raise _corrupt(path, f"missing {', '.join(missing)}")
+        if attrs["format_version"] != FORMAT_VERSION:
+            raise FeatureCacheError(
+                f"feature cache {path} has format_version {attrs['format_version']}, this version of dphpo "
+                f"reads {FORMAT_VERSION}; delete it and rerun to rebuild it"
+            )
         check_expectations(path, attrs, expect)
         try:
             arrays = {f"{s}/{d}": f[f"{s}/{d}"][...] for s in SPLITS for d in ("features", "labels")}
@@ -272,9 +286,10 @@ def load_feature_cache(path, *, expect: dict | None = None, device="cpu") -> Fea
                              f"n_test={attrs['n_test']} feature_dim={attrs['feature_dim']}")
     if x_train.dtype != np.float32 or x_test.dtype != np.float32 or y_train.dtype.kind != "i" or y_test.dtype.kind != "i":
         raise _corrupt(path, f"unexpected dtypes {x_train.dtype}, {y_train.dtype}, {x_test.dtype}, {y_test.dtype}")
-    digest = content_sha256(x_train, y_train, x_test, y_test)
+    digest = content_sha256(x_train, y_train, x_test, y_test, attrs)
     if digest != attrs["content_sha256"]:
-        raise _corrupt(path, f"content sha256 {digest} differs from the stored {attrs['content_sha256']}")
+        raise _corrupt(path, f"content sha256 {digest} (arrays and the attributes {', '.join(HASHED_ATTRS)}) "
+                             f"differs from the stored {attrs['content_sha256']}")
     for split, y in (("train", y_train), ("test", y_test)):
         if len(y) and (y.min() < 0 or y.max() >= num_classes):
             raise _corrupt(path, f"{split} labels outside 0..{num_classes - 1}")

@@ -7,9 +7,14 @@
 - `grid_accounted`: every grid point at μ_run, all runs and the noisy selection releases composed
   to the target (`random_search.run_composed`).
 
-The grid is the search space's η range and T grid, optionally coarsened for compute
-(`baselines.grid.eta_num`, `baselines.grid.steps` ⊆ search_space.steps). Every grid point of every
-target is one trial of a single batch.
+The oracle's grid (`baselines.grid`) is by default the search space's own η and T grids — the
+candidate set the linear scaling rule searches — so that RERR = (ours − random)/(oracle − random)
+is at most 100 % in expectation (a coarser oracle grid can be beaten by a rule that searches finer).
+It can be coarsened (`baselines.grid.eta_num` log-spaced η over the search range,
+`baselines.grid.steps` ⊆ search_space.steps). `grid_accounted` searches `baselines.grid` too unless
+`baselines.grid_accounted` names its own grid (same keys): it then pays for exactly the points it
+trains, every one of them composed, and its grid size is recorded in every result. Every grid point
+of every target is one trial of a single batch.
 """
 
 from __future__ import annotations
@@ -36,22 +41,26 @@ ORACLE_LABEL = "oracle, non-private HPO: best grid point on TEST data, search no
 class GridConfig:
     eta_num: int | None = None  # None: the search space's own η grid
     steps: tuple[int, ...] | None = None  # None: the search space's own T grid
+    key: str = "grid"  # the config section it came from (for error messages)
 
     @classmethod
-    def from_config(cls, config: dict) -> "GridConfig":
-        g = baselines_section(config, "grid")
+    def from_config(cls, config: dict, method: str = ORACLE) -> "GridConfig":
+        """`baselines.grid`; for grid_accounted `baselines.grid_accounted` where the config has one."""
+        # an absent, null or empty grid_accounted section: the same grid as the oracle
+        key = "grid_accounted" if method == ACCOUNTED and baselines_section(config).get("grid_accounted") else "grid"
+        g = baselines_section(config, key)
         steps = g.get("steps")
-        return cls(eta_num=g.get("eta_num"), steps=None if steps is None else tuple(int(t) for t in steps))
+        return cls(eta_num=g.get("eta_num"), steps=None if steps is None else tuple(int(t) for t in steps), key=key)
 
     def points(self, space: SearchSpace) -> list[tuple[float, int]]:
         if self.eta_num is not None and self.eta_num < 1:
-            raise ConfigError(f"baselines.grid.eta_num: must be >= 1, got {self.eta_num}")
+            raise ConfigError(f"baselines.{self.key}.eta_num: must be >= 1, got {self.eta_num}")
         etas = space.eta_grid if self.eta_num is None else np.geomspace(space.eta_min, space.eta_max, self.eta_num)
         steps = space.steps if self.steps is None else self.steps
         outside = sorted(set(steps) - set(space.steps))
         if outside or not steps:
             raise ConfigError(
-                f"baselines.grid.steps: must be a non-empty subset of search_space.steps {list(space.steps)}; "
+                f"baselines.{self.key}.steps: must be a non-empty subset of search_space.steps {list(space.steps)}; "
                 f"not in it: {outside}"
             )
         return [(float(e), int(t)) for e in etas for t in sorted(set(steps))]
@@ -132,20 +141,25 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
 
 def run_accounted(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
     _, space, selection, targets = context(config, trainer)
-    grid = GridConfig.from_config(config).points(space)
+    grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     return run_composed(
         ACCOUNTED,
         trainer,
         selection,
         {t: grid for t in targets},
         seed,
-        search_info={"definition": "every grid point at mu_run, all composed, honest selection", "grid": [list(p) for p in grid]},
+        search_info={
+            "definition": "every grid point at mu_run, all composed, honest selection",
+            "grid": [list(p) for p in grid],
+            "grid_key": f"baselines.{GridConfig.from_config(config, ACCOUNTED).key}",
+        },
         progress=progress,
     )
 
 
 def check(config: dict) -> None:
     accountant, space, selection, targets = context(config)
-    grid = GridConfig.from_config(config).points(space)
+    GridConfig.from_config(config, ORACLE).points(space)
+    grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     for target in targets:
         plan_run_mu(target, accountant.delta, len(grid), selection, ACCOUNTED)

@@ -8,6 +8,12 @@ W is η times a fixed matrix, and argmax(W x) does not change when W is scaled b
 accuracy does not depend on η. There is nothing to tune but C (fixed by the config here — tuning it
 would cost privacy), so the ledger is the one step.
 
+The head is therefore the sign classifier −sign(g̃): its accuracy is capped by the noiseless
+−sign(g), whatever the budget, and with many examples the noise flips the signs of weak coordinates
+only — the method is flat in ε by construction (MNIST × EfficientNet-Lite0: 67.5 % noiseless, 67.4–
+67.9 % from ε = 0.25 to 8; seed 004 reports 81.7 % for all ε ∈ [4, 10] on ImageNet). That is the
+paper's recommended setting (§5.1: one step, full batch, zero init); config/README.md has the numbers.
+
 Losses: softmax cross-entropy (default) or the original code's per-class sigmoid loss with a fixed
 (untrained) bias of −10 on every logit (*code*): at zero weights the per-sample gradient is
 (σ(−10) − y)xᵀ. The constant bias does not change the argmax.

@@ -1,11 +1,15 @@
 """OSO-DPSGD as an HPO baseline (seed 002, Algorithm 1 with the ν_q correction; methods.md §4).
 
 OSO adapts the clipping threshold C_t and the learning rate ρ_t online from the released noisy
-quantities, so what is left to choose is the initial learning rate ρ_0 (seed 002 grid-searches it)
-and the number of steps; C_0 = 0.1, ρ_c = ρ_r = 2.5e-3 are the paper's defaults.
+quantities, so what is left to choose is the initial learning rate ρ_0 (seed 002 grid-searches it:
+k ∈ {5, 7, 9} values log-spaced over [10^-2.5, 10^1.5], the whole grid's budget composed) and the
+number of steps; C_0 = 0.1, ρ_c = ρ_r = 2.5e-3 are the paper's defaults. Since C_0 = 0.1 clips every
+per-sample gradient of a linear head on unnormalised features and exp(±ρ_c) moves C by only 0.25 %
+a step, the effective step ρ·C is 10× smaller than DP-GD's at C = 1: ρ_0 needs the paper's range up
+to 31.6, not the search space's η range (up to 3), and enough steps (config/README.md, measured).
 
 - `oso_dpsgd` (linear head on cached features, full batch): candidates are `eta0_num` initial
-  learning rates log-spaced over the search space's η range × `steps` (⊆ the T grid); every
+  learning rates log-spaced over `eta0_range` (default the paper's) × `steps` (⊆ the T grid); every
   candidate is one trial at μ_run (T steps of one Gaussian mechanism of multiplier ν per step:
   μ = √T/ν), all trials of all targets trained as one batch (`dphpo.train.oso`), the best released
   by the honest selection rule; trials + selection compose to the target as in `random_search_k`.
@@ -33,6 +37,8 @@ from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
 
 METHOD = "oso_dpsgd"
 METHOD_CNN = "oso_dpsgd_cnn"
+#: seed 002's grid-search range of the learning rate: 10^-2.5 to 10^1.5
+PAPER_ETA0_RANGE = (10**-2.5, 10**1.5)
 
 
 def _rule(section: dict, where: str) -> OsoRule:
@@ -49,19 +55,22 @@ def _rule(section: dict, where: str) -> OsoRule:
 
 @dataclass(frozen=True)
 class OsoConfig:
-    eta0_num: int = 3
-    steps: tuple[int, ...] = (20,)
+    eta0_num: int = 5  # seed 002: k ∈ {5, 7, 9}
+    steps: tuple[int, ...] = (50,)
     rule: OsoRule = OsoRule()
     momentum: float | None = None  # None: training.momentum
+    eta0_range: tuple[float, ...] | None = PAPER_ETA0_RANGE  # None: the search space's η range
 
     @classmethod
     def from_config(cls, config: dict) -> "OsoConfig":
         s = baselines_section(config, METHOD)
+        eta0_range = s.get("eta0_range", PAPER_ETA0_RANGE)
         return cls(
-            eta0_num=int(s.get("eta0_num", 3)),
-            steps=tuple(int(t) for t in s.get("steps", (20,))),
+            eta0_num=int(s.get("eta0_num", 5)),
+            steps=tuple(int(t) for t in s.get("steps", (50,))),
             rule=_rule(s, f"baselines.{METHOD}"),
             momentum=None if s.get("momentum") is None else float(s["momentum"]),
+            eta0_range=None if eta0_range is None else tuple(float(v) for v in eta0_range),
         )
 
     def candidates(self, space: SearchSpace) -> list[tuple[float, int]]:
@@ -70,10 +79,14 @@ class OsoConfig:
         outside = sorted(set(self.steps) - set(space.steps))
         if outside or not self.steps:
             raise ConfigError(f"baselines.{METHOD}.steps: must be a non-empty subset of search_space.steps; not in it: {outside}")
+        lo_hi = (space.eta_min, space.eta_max) if self.eta0_range is None else self.eta0_range
+        if len(lo_hi) != 2 or not 0 < lo_hi[0] <= lo_hi[1]:
+            raise ConfigError(f"baselines.{METHOD}.eta0_range: expected [min, max] with 0 < min <= max, got {list(lo_hi)}")
+        lo, hi = lo_hi
         if self.eta0_num == 1:
-            etas = [math.sqrt(space.eta_min * space.eta_max)]
+            etas = [math.sqrt(lo * hi)]
         else:
-            etas = np.geomspace(space.eta_min, space.eta_max, self.eta0_num)
+            etas = np.geomspace(lo, hi, self.eta0_num)
         return [(float(e), int(t)) for e in etas for t in sorted(set(self.steps))]
 
 
@@ -127,6 +140,7 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
             "definition": "OSO-DPSGD (seed 002 Alg. 1, nu_q per Eq. 17): candidates = initial learning rate x steps, "
             "each trial at mu_run (one Gaussian mechanism of multiplier nu per step), honest selection",
             "candidates": [list(c) for c in cands],
+            "eta0_range": None if oc.eta0_range is None else list(oc.eta0_range),
             "clip_init": rule.clip_init,
             "rho_c": rule.rho_c,
             "rho_r": rule.rho_r,

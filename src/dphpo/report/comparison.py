@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dphpo.io import write_text
-from dphpo.report.tables import Table, as_float, load_results, mean_std, pct
+from dphpo.report.tables import Table, as_float, html_page, load_results, mean_std, pct
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 
 RANDOM = "random_search"
@@ -174,11 +174,13 @@ def build_table3(rows: list[dict]) -> Table:
     return Table(columns=cols, rows=out, caption="Seed 000 Table 3 layout: RERR = (ours − random)/(oracle − random).")
 
 
-def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) -> None:
+def figure(rows: list[dict], references: Sequence[dict] = ()):
     """Accuracy vs total ε, one line per method, one panel per (dataset, extractor); the oracle dashed."""
     ref_acc = {(r["provenance"]["dataset"], r["provenance"]["extractor"]): r["test_accuracy"] for r in references}
     studies = sorted({(r["dataset"], r["extractor"]) for r in rows})
     fig, axes = panel_grid(len(studies), 5.2, 4.2)
+    # constrained layout makes room for an "outside" legend instead of letting the saved figure clip it
+    fig.set_layout_engine("constrained")
     for ax, (dataset, extractor) in zip(axes, studies):
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         for method in sorted({r["method_id"] for r in sub}, key=_method_order):
@@ -202,15 +204,21 @@ def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) ->
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)
-    # one legend under the panels: inside them it hid the low-ε end of the curves
+    # one legend under the panels (inside them it hid the low-ε end of the curves), as many columns
+    # as fit the figure's width: a label at fontsize 8 with its marker takes up to ~3.2 inches
     legend = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    legend_rows = math.ceil(len(legend) / 4)
-    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(4, len(legend) or 1), fontsize=8)
-    fig.tight_layout(rect=(0, (0.25 * legend_rows + 0.2) / fig.get_figheight(), 1, 1))
-    save_figure(fig, path)
+    ncol = max(1, min(len(legend), int(fig.get_figwidth() // 3.2)))
+    fig.set_figheight(fig.get_figheight() + 0.2 * math.ceil(len(legend) / ncol))  # the panels keep their height
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncol=ncol, fontsize=8)
+    return fig
+
+
+def plot(rows: list[dict], path: str | Path, references: Sequence[dict] = ()) -> None:
+    # bbox_inches="tight": the saved image grows to whatever the legend needs rather than cut it
+    save_figure(figure(rows, references), path, bbox_inches="tight")
 
 
 def make(
@@ -220,11 +228,14 @@ def make(
     csv_path: str,
     figure: str,
     tex: str | None = None,
+    html_path: str | None = None,
 ) -> list[dict]:
     results = load_results(result_paths)
     rows = summarize(results)
-    table = build_table(rows)
-    write_text(md, table.to_markdown() + "\n" + build_table3(rows).to_markdown())
+    table, table3 = build_table(rows), build_table3(rows)
+    write_text(md, table.to_markdown() + "\n" + table3.to_markdown())
+    if html_path:
+        write_text(html_path, html_page([table, table3]))
     build_csv_table(rows).write(csv_path=csv_path)
     if tex:
         table.write(tex=tex)

@@ -90,9 +90,17 @@ def plot(rows: list[dict], path: str | Path) -> None:
     save_figure(fig, path)
 
 
-def make(result_paths: Sequence[str], reference_paths: Sequence[str], md: str, csv_path: str, figure: str, tex: str | None = None) -> list[dict]:
+def make(
+    result_paths: Sequence[str],
+    reference_paths: Sequence[str],
+    md: str,
+    csv_path: str,
+    figure: str,
+    tex: str | None = None,
+    html_path: str | None = None,
+) -> list[dict]:
     results = load_results(result_paths)
     rows = summarize(results, load_results(reference_paths))
-    build_table(rows, results).write(md=md, csv_path=csv_path, tex=tex)
+    build_table(rows, results).write(md=md, csv_path=csv_path, tex=tex, html_path=html_path)
     plot(rows, figure)
     return rows

@@ -16,7 +16,6 @@ and extractor name as in config/paper.yaml); it is a reference, never an input.
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from dataclasses import dataclass, field
@@ -25,8 +24,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from dphpo.io import read_json, write_text
-from dphpo.report.tables import Table, as_float, format_cell, mean_std, pct
+from dphpo.io import read_json
+from dphpo.report.tables import Table, as_float, label_key, mean_std, pct
 
 DEFAULT = "default"
 LS = "linear_scaling"
@@ -984,14 +983,8 @@ def build(config: dict, name: str) -> Table:
 
 def write(config: dict, name: str, md: str, csv_path: str, tex: str, html_path: str | None = None) -> Table:
     table = build(config, name)
-    table.write(md=md, csv_path=csv_path, tex=tex)
-    if html_path:
-        write_html(html_path, table)
+    table.write(md=md, csv_path=csv_path, tex=tex, html_path=html_path)
     return table
-
-
-def write_html(path: str | Path, table: Table) -> None:
-    write_text(path, table_html(table))
 
 
 def provenance_table(paths: Iterable[str]) -> Table:
@@ -1013,7 +1006,7 @@ def provenance_table(paths: Iterable[str]) -> Table:
         versions = prov[0].get("package_versions") or {}
 
         def distinct(values: Iterable[Any], n: int = 12) -> str:
-            vals = sorted({str(x)[:n] for x in values if x is not None and x != ""})
+            vals = sorted({str(x)[:n] for x in values if x is not None and x != ""}, key=label_key)
             return ", ".join(vals) or "–"
 
         rows.append(
@@ -1120,23 +1113,6 @@ def _shift_test_set(p: Paper, dataset: str, extractor: str, label_map: dict | No
     keep = mapped >= 0
     dropped = sorted(k for k, v in mapping.items() if v is None)
     return x[keep], mapped[keep], ", ".join(str(c) for c in dropped) or "none"
-
-
-def table_html(table: Table) -> str:
-    """A self-contained HTML page of a table (for the Snakemake report, which renders HTML inline)."""
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in table.columns)
-    body = "".join("<tr>" + "".join(f"<td>{esc(format_cell(r.get(c)))}</td>" for c in table.columns) + "</tr>" for r in table.rows)
-    notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
-    style = (
-        "body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f3f3f3}"
-    )
-    return (
-        f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
-        f"<p>{esc(table.caption)}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-        f"<ul>{notes}</ul></body></html>\n"
-    )
 
 
 def check_totals(rows: Iterable[dict]) -> list[str]:

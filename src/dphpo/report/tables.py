@@ -7,6 +7,7 @@ total (ε, δ) spent, search included, and the selection rule.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
 from dataclasses import dataclass, field
@@ -63,13 +64,44 @@ class Table:
         lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
         return "\n".join(lines) + "\n"
 
-    def write(self, md: str | Path | None = None, csv_path: str | Path | None = None, tex: str | Path | None = None) -> None:
+    def to_html(self) -> str:
+        """A self-contained HTML page (the Snakemake report renders HTML inline, Markdown only as a download)."""
+        return html_page([self])
+
+    def html_fragment(self) -> str:
+        esc = html.escape
+        head = "".join(f"<th>{esc(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{esc(format_cell(r.get(c)))}</td>" for c in self.columns) + "</tr>" for r in self.rows)
+        notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
+        return f"<p>{esc(self.caption)}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><ul>{notes}</ul>"
+
+    def write(
+        self,
+        md: str | Path | None = None,
+        csv_path: str | Path | None = None,
+        tex: str | Path | None = None,
+        html_path: str | Path | None = None,
+    ) -> None:
         if md:
             write_text(md, self.to_markdown())
         if csv_path:
             write_text(csv_path, self.to_csv())
         if tex:
             write_text(tex, self.to_latex())
+        if html_path:
+            write_text(html_path, self.to_html())
+
+
+HTML_STYLE = (
+    "body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f3f3f3}"
+)
+
+
+def html_page(tables: Sequence[Table]) -> str:
+    """One self-contained HTML page showing the tables one after the other."""
+    body = "".join(t.html_fragment() for t in tables)
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{HTML_STYLE}</style></head><body>{body}</body></html>\n"
 
 
 def format_cell(value: Any) -> str:
@@ -82,6 +114,18 @@ def format_cell(value: Any) -> str:
             return "–"
         return f"{value:.4g}"
     return str(value)
+
+
+def label_key(label: Any) -> tuple:
+    """Sort key for table labels: numbers by value (0.5 < 1 < 8 < 16, '10' after '9'), then text.
+
+    Labels reach the tables as floats, ints or strings ("1", "0.25", "inf"); sorting their text
+    would put 16 before 8 and seed 10 before seed 2.
+    """
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(label))
 
 
 def csv_cell(value: Any) -> Any:

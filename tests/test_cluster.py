@@ -1,0 +1,137 @@
+"""The workflow as a cluster runs it: each job reloads the Snakefile in its own process.
+
+A remote executor (snakemake-executor-plugin-slurm) submits every job as
+`python -m snakemake --snakefile … --target-jobs … --configfiles <the main process's files> --mode remote`
+(snakemake_interface_executor_plugins RealExecutor.format_job_exec + snakemake.spawn_jobs.general_args):
+`--replace-workflow-config` is not passed on. These tests run a job exactly so, in a directory that
+holds config/config.yaml as a user's checkout does, and compare it with the main process.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEFILE = str(REPO / "Snakefile")
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+STAGE1 = "results/runs/digits/raw/linear_scaling/default/seed0/stage1.json"
+FEATURES = "results/features/digits/raw.h5"
+
+
+def checkout(path: Path) -> Path:
+    """A working directory laid out like the repository root: config/config.yaml next to the results."""
+    (path / "config").mkdir(parents=True)
+    shutil.copy(REPO / "config" / "config.yaml", path / "config" / "config.yaml")
+    return path
+
+
+def run(cmd, cwd):
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def main_process(cwd, *args):
+    """`snakemake` as the user runs it: --configfile with --replace-workflow-config."""
+    return run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "--cores", "1",
+                "--configfile", str(TINY), "--replace-workflow-config", *args], cwd)
+
+
+def cluster_job(cwd, rule, wildcards, configfile):
+    """The command line of one submitted job (as the SLURM plugin builds it, the flags that change
+    how the workflow loads): the config only through --configfiles."""
+    target = f"{rule}:" + ",".join(f"{k}={v}" for k, v in wildcards.items())
+    return run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "--target-jobs", target,
+                "--allowed-rules", rule, "--cores", "1", "--force", "--target-files-omit-workdir-adjustment",
+                "--max-inventory-time", "0", "--retries", "0", "--nocolor", "--no-hooks", "--nolock",
+                "--ignore-incomplete", "--configfiles", str(configfile), "--mode", "remote"], cwd)
+
+
+@pytest.mark.slow
+def test_a_cluster_job_loads_the_same_config_as_the_main_process(tmp_path):
+    local = checkout(tmp_path / "local")
+    main_process(local, STAGE1)
+    local_stage = json.loads((local / STAGE1).read_text())
+
+    cluster = checkout(tmp_path / "cluster")
+    main_process(cluster, FEATURES)  # the job's input, as the main process would have it built first
+    cluster_job(cluster, "linear_scaling_stage",
+                {"dataset": "digits", "extractor": "raw", "variant": "default", "seed": 0, "stage": 1}, TINY)
+    job_stage = json.loads((cluster / STAGE1).read_text())
+
+    assert job_stage["provenance"]["config_hash"] == local_stage["provenance"]["config_hash"]
+    assert job_stage["searches"] == local_stage["searches"]  # same config, same numbers
+    # and not the hash of the embedded default merged under the tiny config
+    merged = yaml.safe_load((REPO / "config" / "config.yaml").read_text()) | yaml.safe_load(TINY.read_text())
+    from dphpo.provenance import config_hash
+    from dphpo.study import variant_config
+
+    assert job_stage["provenance"]["config_hash"] != config_hash(variant_config(merged, "default"))
+
+
+def test_a_given_config_file_replaces_the_default(tmp_path):
+    """--configfile without --replace-workflow-config: the default is not merged in either."""
+    work = checkout(tmp_path / "work")
+    plain = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n", "--configfile", str(TINY)], work)
+    replaced = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n", "--configfile", str(TINY),
+                    "--replace-workflow-config"], work)
+    jobs = [line for line in plain.stdout.splitlines() if line.startswith("rule ")]
+    assert jobs and jobs == [line for line in replaced.stdout.splitlines() if line.startswith("rule ")]
+
+
+def test_without_a_config_file_the_default_is_loaded(tmp_path):
+    work = checkout(tmp_path / "work")
+    proc = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n"], work)
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    assert {f"seed{s}" for s in default["seeds"]} <= set(proc.stdout.replace("/", " ").split())
+
+
+def resources_of(dry_run_log: str) -> dict[str, set[str]]:
+    """rule -> the distinct `resources:` lines of its jobs in a dry run."""
+    out: dict[str, set[str]] = {}
+    for block in dry_run_log.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0]
+        for line in block.splitlines():
+            if line.strip().startswith("resources:"):
+                out.setdefault(rule, set()).add(line.strip())
+    return out
+
+
+def test_gpu_model_only_on_jobs_the_config_gives_a_gpu(tmp_path):
+    """profiles/slurm names a gpu_model for every rule that may use a GPU; the SLURM plugin turns any
+    gpu_model into --gpus, so the CPU-sized configs must not carry it."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    set_resources = [f"{rule}:gpu_model={res['gpu_model']}" for rule, res in profile["set-resources"].items()]
+    assert len(set_resources) >= 4
+    for config, gpu in [(TINY, False), (REPO / "config" / "paper.yaml", True)]:
+        proc = run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n", "--configfile", str(config),
+                    "--replace-workflow-config", "--set-resources", *set_resources, "-d", str(tmp_path)], REPO)
+        resources = resources_of(proc.stdout)
+        for rule in profile["set-resources"]:
+            for line in resources.get(rule, ()):
+                assert ("gpu_model=" in line) == gpu and ("gpu=1" in line) == gpu, (config.name, rule, line)
+        assert not any("gpu" in line for rule in ("table_linear_scaling", "table_hpo_comparison")
+                       for line in resources.get(rule, ()))
+
+
+def test_slurm_profile_replaces_the_local_default_profile():
+    """--workflow-profile profiles/slurm: profiles/default (cores: all, the local settings) is not merged
+    on top, as it is under --profile profiles/slurm."""
+    from snakemake.cli import parse_args
+
+    cwd = os.getcwd()
+    os.chdir(REPO)
+    try:
+        _, as_workflow_profile = parse_args(["--workflow-profile", "profiles/slurm", "-n"])
+        _, as_profile = parse_args(["--profile", "profiles/slurm", "-n"])
+    finally:
+        os.chdir(cwd)
+    assert as_workflow_profile.executor == "slurm" and as_workflow_profile.jobs == 200
+    assert as_workflow_profile.cores is None  # profiles/default's `cores: all` stayed out
+    assert as_profile.cores == os.cpu_count()  # `cores: all` of profiles/default: the pitfall the README names

@@ -1,0 +1,211 @@
+"""Bad input a new user would try (issue 10): each stops before any job with a message naming the
+key or file, or reruns what changed. Parse-time cases are dry-runs in an empty directory."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dphpo import study
+from dphpo.data import load_dataset
+from dphpo.errors import ConfigError, DatasetError, FeatureCacheError
+from dphpo.features import build_feature_cache
+from dphpo.io import write_json
+from dphpo.resume import OWNER, _start_time, release_stale_lock
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "tests" / "configs" / "tiny.yaml"
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def tiny_config(**overrides) -> dict:
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg.update(overrides)
+    return cfg
+
+
+def snakemake(workdir, *args, config=None):
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+    if config is not None:
+        path = Path(workdir) / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        cmd += ["--configfile", str(path), "--replace-workflow-config"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _variant(**sections):
+    return {"variants": {"v1": sections}}
+
+
+# (name, edit of the tiny config, what the message must contain)
+BAD_CONFIGS = [
+    ("duplicate seeds", {"seeds": [0, 0]}, ["seeds:", "listed twice"]),
+    ("duplicate budgets", {"privacy": {"target_eps": [1, 1.0]}}, ["privacy.target_eps:", "listed twice"]),
+    ("budgets sharing a results path", {"privacy": {"target_eps": [0.1, 0.1000001]}}, ["privacy.target_eps:", "'0.1'"]),
+    ("empty steps", {"search_space": {"eta": {"min": 0.01, "max": 2.0}, "steps": []}}, ["search_space.steps:", "non-empty"]),
+    ("zero steps", {"search_space": {"eta": {"min": 0.01, "max": 2.0}, "steps": [0, 10]}}, ["search_space.steps:", "minimum of 1"]),
+    ("typo inside a variant", _variant(training={"clip_nrom": 0.01}), ["variants.v1", "clip_nrom"]),
+    ("bad value inside a variant", _variant(privacy={"delta": 5.0}), ["variants.v1", "privacy.delta: 5.0"]),
+    ("variant overriding shared data", _variant(datasets={"digits": {"max_train": 100}}), ["variants.v1: datasets"]),
+    ("typo in an extractor", {"extractors": {"raw": {"kind": "raw", "resolutoin": 8}}}, ["extractors.raw:", "resolutoin"]),
+    ("unknown dataset under datasets", {"datasets": {"digts": {"max_train": 100}}}, ["datasets.digts", "unknown dataset"]),
+]
+
+
+@pytest.mark.parametrize("edit,expected", [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_config_is_refused_naming_the_key(edit, expected):
+    # the function the workflow runs at parse time (common.smk), before any job
+    with pytest.raises(ConfigError) as err:
+        study.validate_config(tiny_config(**edit), SCHEMA)
+    for text in expected:
+        assert text in str(err.value)
+
+
+def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
+    # the workflow runs study.validate_config at parse time: one case shows the wiring
+    edit, expected = next(c[1:] for c in BAD_CONFIGS if c[0] == "typo inside a variant")
+    rc, out = snakemake(tmp_path, "--cores", "1", config=tiny_config(**edit))
+    assert rc != 0
+    assert "invalid config: " + expected[0] in out, out[-3000:]
+    assert "AttributeError" not in out and "Traceback" not in out
+    assert not (tmp_path / "results").exists()
+
+
+def test_valid_variant_and_steps_range_still_pass():
+    cfg = tiny_config(search_space={"eta": {"min": 0.01, "max": 2.0}, "steps": {"min": 5, "max": 40}},
+                      **_variant(training={"clip_norm": 0.5}))
+    study.validate_config(cfg, SCHEMA)
+    assert study.search_space(study.variant_config(cfg, "v1")).steps == tuple(range(5, 41))
+    assert study.train_settings(study.variant_config(cfg, "v1")).clip_norm == 0.5
+
+
+def test_download_false_is_passed_to_the_loader(tmp_path):
+    # an empty data folder: with downloads off, MNIST must not be fetched (before: it was)
+    config = {"data_dir": str(tmp_path / "data"), "extractors": {"raw": {"kind": "raw"}},
+              "datasets": {"mnist": {"download": False}}}
+    with pytest.raises(DatasetError, match=r"datasets\.mnist\.download is false"):
+        build_feature_cache("mnist", "raw", config, tmp_path / "f.h5", progress=False)
+    assert not (tmp_path / "data" / "mnist" / "raw").exists()
+
+
+def test_dataset_options_enter_the_run_settings_hash():
+    cfg = tiny_config()
+    before = study.run_settings_hash(cfg, "default", "raw", "digits")
+    changed = tiny_config(datasets={"digits": {"max_train": 500}})
+    assert study.run_settings_hash(changed, "default", "raw", "digits") != before
+    # another dataset's options do not concern this study
+    other = tiny_config(datasets={"mnist": {"max_train": 500}})
+    assert study.run_settings_hash(other, "default", "raw", "digits") == before
+
+
+def test_load_features_refuses_a_cache_of_other_dataset_options(tmp_path):
+    built = tiny_config(data_dir=str(tmp_path / "data"), datasets={"digits": {"max_train": 300}})
+    path = tmp_path / "digits_raw.h5"
+    build_feature_cache("digits", "raw", built, path, progress=False)
+    assert study.load_features(built, path, "digits", "raw").n_train == 300
+    now = tiny_config(data_dir=str(tmp_path / "data"), datasets={"digits": {"max_train": 200}})
+    with pytest.raises(FeatureCacheError, match=r"'max_train' expected 200, found 300"):
+        study.load_features(now, path, "digits", "raw")
+    edited = tiny_config(data_dir=str(tmp_path / "data"), datasets=built["datasets"],
+                         extractors={"raw": {"kind": "raw", "batch_size": 64}})
+    with pytest.raises(FeatureCacheError, match="'extractor_spec'"):
+        study.load_features(edited, path, "digits", "raw")
+
+
+@pytest.mark.slow
+def test_changed_dataset_subset_reruns_extraction_and_training(tmp_path):
+    target = "results/runs/digits/raw/nonprivate/result.json"
+    cfg = tiny_config(datasets={"digits": {"max_train": 400}},
+                      search_space={"eta": {"min": 0.1, "max": 1.0, "num": 2}, "steps": [10, 40]})
+    rc, out = snakemake(tmp_path, "--cores", "2", target, config=cfg)
+    assert rc == 0, out[-3000:]
+    rc, out = snakemake(tmp_path, "-n", target, config=cfg)
+    assert rc == 0 and "Nothing to be done" in out
+    cfg["datasets"]["digits"]["max_train"] = 300
+    rc, out = snakemake(tmp_path, "-n", target, config=cfg)
+    assert rc == 0, out[-3000:]
+    assert "extract_features" in out and "nonprivate_reference" in out and "Nothing to be done" not in out
+
+
+def test_truncated_mnist_gz_names_the_file(tmp_path):
+    raw = tmp_path / "mnist" / "raw"
+    raw.mkdir(parents=True)
+    import gzip
+
+    whole = gzip.compress(b"\x00\x00\x08\x03" + bytes(1000))
+    (raw / "train-images-idx3-ubyte.gz").write_bytes(whole[: len(whole) // 2])  # a killed download
+    with pytest.raises(DatasetError, match=r"train-images-idx3-ubyte\.gz is not a complete gzip file"):
+        load_dataset("mnist", tmp_path, download=False)
+
+
+def test_variant_config_refuses_overrides_of_shared_keys():
+    cfg = tiny_config(variants={"a": {"seeds": [3]}, "b": {"privacy": {"target_eps": [2]}}, "c": []})
+    with pytest.raises(ConfigError, match="variants.a: seeds"):
+        study.variant_config(cfg, "a")
+    with pytest.raises(ConfigError, match="variants.b: privacy.target_eps"):
+        study.variant_config(cfg, "b")
+    with pytest.raises(ConfigError, match="variants.c must be a mapping"):
+        study.variant_config(cfg, "c")
+
+
+# --- resuming after kill -9: the lock of a killed run ------------------------------------------
+
+
+def _lock(workdir: Path, pid: int, start) -> None:
+    (workdir / ".snakemake" / "locks").mkdir(parents=True)
+    (workdir / ".snakemake" / "locks" / "0.output.lock").write_text("results/x\n")
+    write_json(workdir / OWNER, {"host": socket.gethostname(), "pid": pid, "start": start})
+
+
+def test_stale_lock_is_released_only_when_its_process_is_gone(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _lock(tmp_path, holder.pid, _start_time(holder.pid))
+        assert release_stale_lock(tmp_path) is None  # still running: keep the lock
+        assert (tmp_path / ".snakemake" / "locks" / "0.output.lock").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    message = release_stale_lock(tmp_path)
+    assert message and str(holder.pid) in message
+    assert not list((tmp_path / ".snakemake" / "locks").iterdir()) and not (tmp_path / OWNER).exists()
+
+
+def test_lock_newer_than_the_owner_record_is_kept(tmp_path):
+    _lock(tmp_path, 2**22 + 12345, None)  # a PID that does not exist
+    owner = tmp_path / OWNER
+    old = time.time() - 60
+    os.utime(owner, (old, old))  # the record of an earlier run; the lock is a later run's
+    assert release_stale_lock(tmp_path) is None
+    assert (tmp_path / ".snakemake" / "locks" / "0.output.lock").exists()
+
+
+@pytest.mark.slow
+def test_same_command_resumes_after_kill_9(tmp_path):
+    cfg_path = tmp_path / "config.yaml"
+    cfg_path.write_text(yaml.safe_dump(tiny_config()))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path),
+           "--configfile", str(cfg_path), "--replace-workflow-config", "--cores", "1"]
+    first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / OWNER).exists() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.5)
+        assert (tmp_path / OWNER).exists() and first.poll() is None
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the run and its jobs, no cleanup
+        first.wait()
+    assert list((tmp_path / ".snakemake" / "locks").glob("*.lock"))
+    proc = subprocess.run([*cmd, "results/features/digits/raw.h5"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert "released the lock" in out and "LockException" not in out
