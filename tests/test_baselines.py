@@ -408,7 +408,7 @@ def test_oso_at_the_papers_settings_gains_from_a_larger_budget(digits_features):
     old["privacy"]["target_eps"] = [8.0]
 
     def mean_acc(config):
-        runs = [oso.run(digits_features, config, seed=s) for s in range(2)]
+        runs = [oso.run(LinearHeadTrainer.from_config(digits_features, config), config, seed=s) for s in range(2)]
         return [float(np.mean([r[i].test_accuracy for r in runs])) for i in range(len(runs[0]))]
 
     low, high = mean_acc(cfg)
@@ -491,7 +491,7 @@ def test_mehta_one_step_is_the_sign_classifier_hence_flat_in_eps():
     f = PreparedFeatures(x, y, xt, yt, k, "synthetic", {})
     cfg = copy.deepcopy(CONFIG)
     cfg["privacy"]["target_eps"] = [0.25, 1.0, 8.0]
-    results = mehta.run(f, cfg, seed=0)
+    results = mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, seed=0)
     g = mehta.clipped_gradient_sum(x, y, k, 1.0, "ce", -10.0)
     ceiling = float(accuracy_counts((-torch.sign(g)).unsqueeze(0), xt, yt)[0]) / len(yt)
     for r in results:

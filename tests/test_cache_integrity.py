@@ -91,10 +91,10 @@ def test_cache_of_an_older_format_says_so(cache):
 def result_file(digits, tmp_path_factory):
     """A real result.json (non-private reference on the digits cache) and its record."""
     config, path = digits
-    features = study.load_features(config, path, "digits", "raw")
-    result = nonprivate.run(features, study.train_settings(config), study.search_space(config), progress=False)
+    trainer = study.load_trainer(config, path, "digits", "raw")
+    result = nonprivate.run(trainer, study.search_space(config), progress=False)
     out = tmp_path_factory.mktemp("runs")
-    prov = study.provenance(config, features, dataset="digits", extractor="raw")
+    prov = study.provenance(config, trainer, result, dataset="digits", extractor="raw")
     write_result(result, out / "result.json", out / "model.npz", prov)
     return out / "result.json"
 
