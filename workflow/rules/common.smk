@@ -24,7 +24,8 @@ try:
     # cross-checks (budgets, baselines, pretraining): all before any job
     study.validate_config(
         config,
-        os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml"),
+        # relative to this file, so that the workflow also validates when used as a module
+        os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml"),
     )
     TARGETS = study.target_eps(config)
     EPS_LABELS = [study.eps_label(e) for e in TARGETS]
