@@ -41,7 +41,7 @@ MINIBATCH_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([np.arange(2.0, 129.
 
 @runtime_checkable
 class RunAccountant(Protocol):
-    """How ONE training run of `steps` steps at noise multiplier σ is accounted (PROTOCOL.md)."""
+    """How ONE training run of `steps` steps at noise multiplier σ is accounted (`dphpo.train.protocol` uses it)."""
 
     name: str
     delta: float

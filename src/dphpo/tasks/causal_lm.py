@@ -183,7 +183,7 @@ def load_lm(model_spec: dict, checkpoint: str | Path | None):
 
 
 class CausalLMTask:
-    """DP fine-tuning of a causal LM on private sequences (PROTOCOL.md task)."""
+    """DP fine-tuning of a causal LM on private sequences (a task of the trainer protocol)."""
 
     metric = "perplexity"
 

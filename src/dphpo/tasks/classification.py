@@ -129,7 +129,7 @@ def read_hidden_cache(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
 
 
 class SequenceClassificationTask:
-    """Top-k fine-tuning on cached hidden states (PROTOCOL.md task for FinetuneTrainer / DPZOTrainer)."""
+    """Top-k fine-tuning on cached hidden states (a task for FinetuneTrainer / DPZOTrainer)."""
 
     metric = "accuracy"
 

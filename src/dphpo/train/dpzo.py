@@ -119,23 +119,7 @@ def train_dpzo(
 
 
 class DPZOTrainer(TaskTrainer):
-    """DP-ZO on a task's trainable parameters (PROTOCOL.md `PrivateTrainer`)."""
+    """DP-ZO on a task's trainable parameters (`dphpo.train.protocol.PrivateTrainer`)."""
 
     kind = "dpzo"
-
-    def __init__(self, task, accountant, settings: DPZOSettings):
-        super().__init__(task, accountant, settings)
-
-    def train_one(self, lr, steps, sigma, seed, progress, desc):
-        return train_dpzo(
-            self.task.build_model(),
-            self.task.example_losses,
-            self.task.n_train,
-            lr=lr,
-            steps=steps,
-            sigma=sigma,
-            seed=seed,
-            settings=self.settings,
-            progress=progress,
-            desc=desc,
-        )
+    train_fn = staticmethod(train_dpzo)

@@ -16,7 +16,7 @@ Per-sample clipping, two engines giving the same clipped sum (tests/test_finetun
 σ = 0 means a non-private run: the plain (unclipped) batch gradient, the ε = ∞ reference.
 
 A `Task` (dphpo.tasks) supplies the model, the per-example losses of a batch and the evaluation;
-`FinetuneTrainer` implements the trainer protocol (PROTOCOL.md) on top: its trials run one after
+`FinetuneTrainer` implements the trainer protocol (`dphpo.train.protocol`) on top: its trials run one after
 another, each from the same pretrained starting point.
 """
 
@@ -288,8 +288,23 @@ class TaskTrainer:
             "task": self.task.provenance(),
         }
 
+    # train_fn(model, example_losses, n_train, *, lr, steps, sigma, seed, settings, progress, desc)
+    # -> (trained model, run info): the private training loop of the subclass
+    train_fn = None
+
     def train_one(self, lr: float, steps: int, sigma: float, seed: int, progress: bool, desc: str):
-        raise NotImplementedError
+        return type(self).train_fn(
+            self.task.build_model(),
+            self.task.example_losses,
+            self.task.n_train,
+            lr=lr,
+            steps=steps,
+            sigma=sigma,
+            seed=seed,
+            settings=self.settings,
+            progress=progress,
+            desc=desc,
+        )
 
     def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
         from dphpo.train.protocol import TrialOutcome
@@ -322,23 +337,7 @@ class TaskTrainer:
 
 
 class FinetuneTrainer(TaskTrainer):
-    """DP-SGD / DP-Adam fine-tuning of a task's trainable parameters (PROTOCOL.md `PrivateTrainer`)."""
+    """DP-SGD / DP-Adam fine-tuning of a task's trainable parameters (`dphpo.train.protocol.PrivateTrainer`)."""
 
     kind = "finetune"
-
-    def __init__(self, task, accountant, settings: FinetuneSettings):
-        super().__init__(task, accountant, settings)
-
-    def train_one(self, lr, steps, sigma, seed, progress, desc):
-        return train_dp(
-            self.task.build_model(),
-            self.task.example_losses,
-            self.task.n_train,
-            lr=lr,
-            steps=steps,
-            sigma=sigma,
-            seed=seed,
-            settings=self.settings,
-            progress=progress,
-            desc=desc,
-        )
+    train_fn = staticmethod(train_dp)

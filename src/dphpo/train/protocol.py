@@ -1,4 +1,4 @@
-"""The trainer protocol the HPO methods call (issue 8.1, PROTOCOL.md).
+"""The trainer protocol the HPO methods call (issue 8.1).
 
 A private trainer turns trials (η, T, σ, seed) into released models and their scores; how one of its
 runs is accounted is its `accountant` (`dphpo.privacy.accountant`). Every HPO method
