@@ -6,7 +6,7 @@ What each table reads is config `language.tables` (study names from `language.st
 seeds, the search included: every stage trial, selection release and the final run), whether the
 HPO cost is included, and the seed 000 number where the study's `paper_ref` names the paper's own
 row (a reference, never an input). Tables are written with dphpo.report.tables.Table (md, csv,
-tex) and dphpo.report.paper.write_html.
+tex, html: `Table.write`).
 """
 
 from __future__ import annotations
@@ -317,12 +317,8 @@ def build(config: dict, name: str) -> Table:
 
 
 def write(config: dict, name: str, md: str, csv_path: str, tex: str, html_path: str | None = None) -> Table:
-    from dphpo.report.paper import write_html
-
     table = build(config, name)
-    table.write(md=md, csv_path=csv_path, tex=tex)
-    if html_path:
-        write_html(html_path, table)
+    table.write(md=md, csv_path=csv_path, tex=tex, html_path=html_path)
     return table
 
 
