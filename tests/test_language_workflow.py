@@ -41,11 +41,23 @@ def test_bad_language_study_is_refused_before_any_job(tmp_path):
     assert out.returncode != 0 and "methods" in (out.stderr + out.stdout)
 
 
+def test_infeasible_language_budget_is_refused_before_any_job(tmp_path):
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / TINY).read_text())
+    cfg["language"]["studies"][0]["overrides"]["linear_scaling"] = {"stage_eps": [0.6, 0.7], "budget_mode": "fraction"}
+    path = tmp_path / "infeasible.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = snakemake("-n", "--configfile", str(path), "--replace-workflow-config", "paper")
+    assert out.returncode != 0
+    assert "language.studies.tiny_cls" in out.stderr + out.stdout and "eps" in out.stderr + out.stdout
+
+
 @pytest.mark.slow
 def test_tiny_language_study_end_to_end_within_budget(tmp_path):
     target = "results/language/tiny_lm/random_search/seed0/results.json"
     out = snakemake("--cores", "2", "--configfile", str(ROOT / TINY), "--replace-workflow-config", "-d", str(tmp_path),
-                    "--snakefile", str(ROOT / "Snakefile"), target, "results/tables/table17.md")
+                    "--snakefile", str(ROOT / "Snakefile"), target, "results/tables/table17.md", "results/tables/table20.md")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     data = json.loads((tmp_path / target).read_text())
     assert data["metric"] == "perplexity" and [r["target"]["eps"] for r in data["results"]] == [1, 3]
@@ -55,3 +67,8 @@ def test_tiny_language_study_end_to_end_within_budget(tmp_path):
         assert r["test_metric"] > 1.0
     assert (tmp_path / "results/language/tiny_lm/random_search/seed0/models/eps3.pt").is_file()
     assert "tiny_lm" in (tmp_path / "results/tables/table17.md").read_text()
+    lora = json.loads((tmp_path / "results/language/tiny_lm_lora/linear_scaling/seed0/results.json").read_text())
+    trainer = lora["results"][0]["provenance"]["trainer"]
+    assert trainer["task"]["lora"]["rank"] == 2 and all("lora_" in n for n in trainer["task"]["trainable"])
+    assert all(r["total_eps"] <= r["target"]["eps"] for r in lora["results"])
+    assert "| LoRA" in (tmp_path / "results/tables/table20.md").read_text()

@@ -103,6 +103,9 @@ rule language_table:
         table="|".join(language_report.TABLES),
     conda:
         "../../envs/dphpo.yaml"
+    params:
+        # Tables 17-19 read the config alone: a changed language section must rewrite them
+        settings=lambda w: study.config_hash(config.get("language")),
     script:
         "../scripts/language_table.py"
 

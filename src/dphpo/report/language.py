@@ -271,12 +271,21 @@ def build_hyper(config: dict, rd: Reader, name: str) -> Table:
             "batch size": f"{t.get('batch_size', 64)} (expected Poisson batch)",
             "epochs": f"steps T in {steps}",
             "delta": cfg["privacy"].get("delta"),
-            "trained layers": spec["model"].get("train_layers", "all"),
-            "data": f"{spec['data']['name']} (max_train {spec['data'].get('max_train')})",
+            "trained layers": trained_layers(spec["model"]),
+            "data": f"{spec['data']['name']} (max_train {spec['data'].get('max_train')}"
+                    + (f", partition {spec['data']['partition']})" if spec["data"].get("partition") else ")"),
         }
         for key, value in ours.items():
             rows.append({"study": study, "parameter": key, "this study": value, "seed 000": SEED000_HYPER[name].get(key)})
     return Table(cols, rows, caption="Hyperparameters; the rule searches r = η·T over these grids with the other values fixed.")
+
+
+def trained_layers(model: dict) -> str:
+    layers = str(model.get("train_layers", "all"))
+    lora = model.get("lora")
+    if lora is None:
+        return layers
+    return f"{layers}, LoRA rank {lora.get('rank', 8)} on {', '.join(lora.get('targets') or ['default targets'])}"
 
 
 def build_table20(config: dict, rd: Reader) -> Table:

@@ -100,12 +100,12 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True) -
 
     The checkpoint holds the tokenizer (JSON), the GPT-2 config, the weights and a report (public
     corpus and its checksum, steps, final public test perplexity)."""
-    from dphpo.data.text import load_text
+    from dphpo.data.text import load_texts
     from dphpo.io import atomic_path
     from dphpo.provenance import package_versions
 
     seed = int(spec.get("seed", 0))
-    data = load_text(spec["data"])
+    data = load_texts(spec["data"])
     tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
     eos_id = tok.token_to_id(EOS)
     encode = lambda t: tok.encode(t).ids  # noqa: E731
@@ -149,7 +149,9 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True) -
 
 def load_lm(model_spec: dict, checkpoint: str | Path | None):
     """(model, encode, eos_id, provenance): the small pretrained LM from `checkpoint`, or a hub model."""
-    from dphpo.tasks.models import linearize_conv1d, model_source, set_trainable_gpt2, untie_lm_head
+    from dphpo.tasks.models import (
+        LORA_TARGETS, apply_lora, linearize_conv1d, model_source, resolved_commit, set_trainable_gpt2, untie_lm_head,
+    )
 
     if model_spec.get("pretrain"):
         if checkpoint is None:
@@ -174,9 +176,14 @@ def load_lm(model_spec: dict, checkpoint: str | Path | None):
         model = AutoModelForCausalLM.from_pretrained(target, revision=model_spec.get("revision"), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         hf_tok = AutoTokenizer.from_pretrained(target, revision=model_spec.get("revision"))
         encode, eos_id = (lambda t: hf_tok(t, add_special_tokens=False)["input_ids"]), hf_tok.eos_token_id
+        prov["resolved_commit"] = resolved_commit(model)
         tied = untie_lm_head(model)
     linearize_conv1d(model)
     trainable = set_trainable_gpt2(model, str(model_spec.get("train_layers", "all")))
+    if model_spec.get("lora") is not None:  # adapters in the chosen blocks; nothing else trains
+        blocks = sorted({".".join(n.split(".")[:3]) for n in trainable if n.startswith("transformer.h.")})
+        prov["lora"] = apply_lora(model, model_spec["lora"], blocks, LORA_TARGETS["causal_lm"])
+        trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     prov |= {"untied_lm_head": tied, "train_layers": model_spec.get("train_layers", "all"),
              "trainable_parameters": int(sum(p.numel() for p in model.parameters() if p.requires_grad)), "trainable": trainable}
     return model.eval(), encode, eos_id, prov
@@ -200,6 +207,8 @@ class CausalLMTask:
 
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
         data = load_text(spec["data"])
+        if data.train and isinstance(data.train[0], tuple):
+            raise ConfigError(f"language.studies.{spec['name']}.data.text_field: a causal LM takes one text column, not a pair")
         max_len = int(spec["model"].get("max_len", 48))
         if max_len > model.config.n_positions:
             raise ConfigError(f"language.studies.{spec['name']}.model.max_len: {max_len} exceeds the model's {model.config.n_positions} positions")

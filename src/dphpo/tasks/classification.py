@@ -46,11 +46,14 @@ class TopLayersClassifier(nn.Module):
 
 @torch.no_grad()
 def encode_hidden_states(model, tokenizer, texts: list[str], max_len: int, layer: int, batch_size: int = 64, progress: bool = True):
-    """(hidden states entering encoder layer `layer` (0-based), attention masks) of `texts`, (N, max_len, d) float32."""
+    """(hidden states entering encoder layer `layer` (0-based), attention masks) of `texts`, (N, max_len, d) float32.
+    Sentence pairs (tuples) are encoded as pairs (`<s> a </s></s> b </s>` for RoBERTa), truncated longest first."""
     hidden = np.zeros((len(texts), max_len, model.config.hidden_size), np.float32)
     masks = np.zeros((len(texts), max_len), np.uint8)
     for start in tqdm(range(0, len(texts), batch_size), desc=f"hidden states (layer {layer})", disable=not progress, mininterval=5.0):
-        enc = tokenizer(texts[start : start + batch_size], truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
+        chunk = texts[start : start + batch_size]
+        pair = (list(t[0] for t in chunk), list(t[1] for t in chunk)) if isinstance(chunk[0], tuple) else (chunk,)
+        enc = tokenizer(*pair, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
         out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
         hidden[start : start + batch_size] = out.hidden_states[layer].float().numpy()
         masks[start : start + batch_size] = enc["attention_mask"].numpy()
@@ -134,10 +137,16 @@ class SequenceClassificationTask:
     metric = "accuracy"
 
     def __init__(self, top_layers: list[nn.Module], tensors: dict[str, torch.Tensor], num_classes: int, provenance: dict,
-                 eval_batch: int = 512):
+                 eval_batch: int = 512, lora: dict | None = None):
+        from dphpo.tasks.models import LORA_TARGETS, apply_lora
+
         self.prototype = TopLayersClassifier([copy.deepcopy(m) for m in top_layers], tensors["h_train"].shape[-1], num_classes)
         for p in self.prototype.parameters():
             p.requires_grad = True
+        if lora is not None:  # adapters in the top layers, the head trained in full
+            scopes = [f"layers.{i}" for i in range(len(top_layers))]
+            provenance = provenance | {"lora": apply_lora(self.prototype, lora, scopes, LORA_TARGETS["classification"], ("head.",))}
+        provenance = provenance | {"trainable_parameters": sum(p.numel() for p in self.prototype.parameters() if p.requires_grad)}
         self.t = tensors
         self.num_classes = int(num_classes)
         self._provenance = provenance
@@ -153,7 +162,7 @@ class SequenceClassificationTask:
         model, _, _ = load_encoder(model_spec)
         k = int(attrs["train_layers"])
         layers = list(model.encoder.layer)[len(model.encoder.layer) - k :]  # k = 0: the head alone
-        return cls(layers, tensors, attrs["num_classes"], {"hidden_cache": attrs, "cache_file": Path(path).name})
+        return cls(layers, tensors, attrs["num_classes"], {"hidden_cache": attrs, "cache_file": Path(path).name}, lora=model_spec.get("lora"))
 
     def provenance(self) -> dict:
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}

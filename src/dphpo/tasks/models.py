@@ -49,7 +49,24 @@ def model_source(spec: dict) -> tuple[str, dict]:
         }
     if not spec.get("revision"):
         raise ConfigError(f"language.studies[].model.revision: pin the revision of {name!r} (a hub commit hash or tag)")
-    return name, {"model": name, "revision": spec["revision"], "source": "Hugging Face hub"}
+    return name, {"model": name, "revision": spec["revision"], "revision_pinned": is_commit(spec["revision"]), "source": "Hugging Face hub"}
+
+
+def is_commit(revision: str) -> bool:
+    """A full commit hash pins hub content; a branch such as `main` moves (warned, resolved commit recorded)."""
+    import re
+
+    pinned = bool(re.fullmatch(r"[0-9a-f]{40}", str(revision)))
+    if not pinned:
+        import warnings
+
+        warnings.warn(f"hub revision {revision!r} is not a commit hash: the content it names can change; pin the commit", stacklevel=3)
+    return pinned
+
+
+def resolved_commit(model: nn.Module) -> str | None:
+    """The hub commit transformers resolved a revision to (None for local folders)."""
+    return getattr(getattr(model, "config", None), "_commit_hash", None)
 
 
 def load_encoder(spec: dict):
@@ -64,6 +81,8 @@ def load_encoder(spec: dict):
             setattr(config, key, value)
     model = AutoModel.from_pretrained(target, config=config, revision=revision, attn_implementation="eager")
     tokenizer = AutoTokenizer.from_pretrained(target, revision=revision)
+    if revision:
+        prov["resolved_commit"] = resolved_commit(model)
     return model.eval(), tokenizer, prov
 
 
@@ -116,3 +135,37 @@ def set_trainable_gpt2(model: nn.Module, layers: str) -> list[str]:
         if p.requires_grad:
             names.append(name)
     return names
+
+
+LORA_TARGETS = {"classification": ("query", "value"), "causal_lm": ("c_attn",)}  # the LoRA paper's Wq, Wv
+
+
+def apply_lora(model: nn.Module, lora: dict | None, scopes: list[str], default_targets: tuple[str, ...],
+               also_trained: tuple[str, ...] = ()) -> dict:
+    """Inject LoRA adapters (Hu et al. 2022, via peft) into the `targets` linear layers under the module
+    prefixes `scopes` (the layers the study trains), in place; afterwards only the adapters and the
+    parameters whose names start with `also_trained` train. B starts at zero, so the model starts as the
+    pretrained one; A's initialization is data-independent (seeded). Returns the provenance entry."""
+    import re
+
+    try:
+        from peft import LoraConfig, inject_adapter_in_model
+    except ImportError as exc:
+        raise ConfigError("language.studies[].model.lora needs the package peft (pip install peft)") from exc
+    lora = dict(lora or {})
+    targets = tuple(lora.get("targets") or default_targets)
+    if not scopes:
+        raise ConfigError("language.studies[].model.lora: the study trains no transformer layer to adapt (train_layers is 0)")
+    pattern = rf"({'|'.join(re.escape(s) for s in scopes)})\.(.*\.)?({'|'.join(re.escape(t) for t in targets)})"
+    matched = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and re.fullmatch(pattern, n)]
+    if not matched:
+        raise ConfigError(f"language.studies[].model.lora.targets: no linear layer named {list(targets)} in the trained layers")
+    config = LoraConfig(r=int(lora.get("rank", 8)), lora_alpha=float(lora.get("alpha", 16)), lora_dropout=0.0,
+                        target_modules=pattern, bias="none")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(lora.get("seed", 0)))
+        inject_adapter_in_model(config, model)
+    for name, p in model.named_parameters():
+        p.requires_grad = "lora_" in name or name.startswith(also_trained)
+    return {"rank": config.r, "alpha": config.lora_alpha, "targets": list(targets), "adapted_modules": matched,
+            "seed": int(lora.get("seed", 0)), "peft": __import__("peft").__version__}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dphpo.errors import ConfigError
+from dphpo.errors import ConfigError, DPHPOError
 
 TASKS = ("classification", "causal_lm")
 TRAINERS = ("finetune", "dpzo")
@@ -67,7 +67,36 @@ def check_study(config: dict, spec: dict) -> None:
         raise ConfigError(f"{where}.model.pretrain: {pre!r} is not defined under language.pretrain")
     if pre and spec["task"] != "causal_lm":
         raise ConfigError(f"{where}.model.pretrain: only causal_lm studies use a pretrained small LM")
+    if pre:
+        from dphpo.data.text import overlapping_parts
+
+        shared = overlapping_parts(config["language"]["pretrain"][pre]["data"], spec["data"])
+        if shared:
+            raise ConfigError(
+                f"{where}.data: the public pretraining corpus of {pre!r} includes {shared[0]!r}, the study's private data; "
+                "give both a data.partition [k, m] with the same m and different k so they cannot share texts"
+            )
     settings(spec)  # raises on bad training keys
+    check_plan(config, spec)
+
+
+def check_plan(config: dict, spec: dict) -> None:
+    """The search space and, for the linear scaling rule, the stage budgets against every target ε
+    (InfeasibleBudgetError before any job runs). δ = 1/(2N) is checked at N = data.max_train when set."""
+    from dphpo import study
+    from dphpo.hpo.linear_scaling import check_budgets
+
+    n_train = spec["data"].get("max_train")
+    delta = (spec.get("overrides") or {}).get("privacy", {}).get("delta", config["privacy"]["delta"])
+    if isinstance(delta, str) and n_train is None:
+        return  # N is known only once the data is loaded; the job checks again before training
+    cfg = study_config(config, spec, n_train)
+    study.search_space(cfg)
+    if "linear_scaling" in spec.get("methods", []):
+        try:
+            check_budgets(study.linear_scaling_config(cfg), study.selection_rule(cfg), study.target_eps(cfg), float(cfg["privacy"]["delta"]))
+        except DPHPOError as err:
+            raise type(err)(f"language.studies.{spec['name']}: {err}") from None
 
 
 def uses_cache(spec: dict) -> bool:
