@@ -8,7 +8,6 @@ import pytest
 import torch
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
-from sklearn.datasets import load_digits
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo import grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
@@ -38,16 +37,6 @@ CONFIG = {
         "oso_dpsgd_cnn": {"epochs": 1, "batch_size": 128, "channels": [4, 8]},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def digits_features():
-    d = load_digits()
-    x = torch.tensor(d.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(d.target, dtype=torch.int64)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    x, y = x[perm], y[perm]
-    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits-test", {})
 
 
 @pytest.fixture(scope="module")

@@ -4,27 +4,15 @@ import math
 
 import numpy as np
 import pytest
-import torch
-from sklearn.datasets import load_digits
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo import linear_scaling as ls
-from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures, TrainSettings
+from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 
 DELTA = 1e-5
-
-
-@pytest.fixture(scope="module")
-def digits_features():
-    d = load_digits()
-    x = torch.tensor(d.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(d.target, dtype=torch.int64)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    x, y = x[perm], y[perm]
-    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits-test", {})
 
 
 SPACE = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))

@@ -7,16 +7,14 @@ import math
 
 import numpy as np
 import pytest
-import torch
 from prv_accountant import PRVAccountant
 from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
-from sklearn.datasets import load_digits
 
 from dphpo import study
 from dphpo.errors import ConfigError
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo import random_search
-from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures, write_result
+from dphpo.hpo.common import LinearHeadTrainer, write_result
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
@@ -31,16 +29,6 @@ CONFIG = {
     "training": {},
 }
 SPACE = SearchSpace(eta_min=0.05, eta_max=2.0, eta_num=4, steps=(5, 10, 20))
-
-
-@pytest.fixture(scope="module")
-def digits_features():
-    d = load_digits()
-    x = torch.tensor(d.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(d.target, dtype=torch.int64)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
-    x, y = x[perm], y[perm]
-    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits-test", {})
 
 
 def variant(**sections):
