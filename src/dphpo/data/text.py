@@ -126,10 +126,8 @@ def partition(n_total: int, part: list | None) -> np.ndarray:
     return np.arange(k, n_total, m)
 
 
-def load_texts(specs: dict | list[dict]) -> TextSplits:
-    """One corpus, or several concatenated (train with train, test with test; unlabelled)."""
-    if isinstance(specs, dict):
-        return load_text(specs)
+def load_texts(specs: list[dict]) -> TextSplits:
+    """Several corpora concatenated (train with train, test with test; unlabelled): pretraining text."""
     parts = [load_text(s) for s in specs]
     return TextSplits(
         "+".join(p.name for p in parts),
@@ -139,11 +137,11 @@ def load_texts(specs: dict | list[dict]) -> TextSplits:
     )
 
 
-def overlapping_parts(public: dict | list[dict], private: dict) -> list[str]:
+def overlapping_parts(public: list[dict], private: dict) -> list[str]:
     """Names of public corpora that may share texts with the private data: the same corpus without
     disjoint partitions (same m, different k)."""
     out = []
-    for spec in [public] if isinstance(public, dict) else public:
+    for spec in public:
         if spec.get("name") != private.get("name"):
             continue
         a, b = spec.get("partition"), private.get("partition")

@@ -149,6 +149,7 @@ def apply_lora(model: nn.Module, lora: dict | None, scopes: list[str], default_t
     import re
 
     try:
+        import peft
         from peft import LoraConfig, inject_adapter_in_model
     except ImportError as exc:
         raise ConfigError("language.studies[].model.lora needs the package peft (pip install peft)") from exc
@@ -168,4 +169,4 @@ def apply_lora(model: nn.Module, lora: dict | None, scopes: list[str], default_t
     for name, p in model.named_parameters():
         p.requires_grad = "lora_" in name or name.startswith(also_trained)
     return {"rank": config.r, "alpha": config.lora_alpha, "targets": list(targets), "adapted_modules": matched,
-            "seed": int(lora.get("seed", 0)), "peft": __import__("peft").__version__}
+            "seed": int(lora.get("seed", 0)), "peft": peft.__version__}

@@ -86,11 +86,9 @@ def check_plan(config: dict, spec: dict) -> None:
     from dphpo import study
     from dphpo.hpo.linear_scaling import check_budgets
 
-    n_train = spec["data"].get("max_train")
-    delta = (spec.get("overrides") or {}).get("privacy", {}).get("delta", config["privacy"]["delta"])
-    if isinstance(delta, str) and n_train is None:
-        return  # N is known only once the data is loaded; the job checks again before training
-    cfg = study_config(config, spec, n_train)
+    cfg = study_config(config, spec, spec["data"].get("max_train"))
+    if isinstance(cfg["privacy"]["delta"], str):
+        return  # δ = 1/(2N) and N is known only once the data is loaded; the job checks again before training
     study.search_space(cfg)
     if "linear_scaling" in spec.get("methods", []):
         try:
