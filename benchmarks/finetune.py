@@ -62,7 +62,7 @@ def measure(task, mode: str, args) -> tuple[float, float]:
     rates = []
     for rep in range(args.repeats + 1):
         t0 = time.perf_counter()
-        _, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=1e-4, steps=args.steps, sigma=sigma, seed=rep,
+        _, trace = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=1e-4, steps=args.steps, sigma=sigma, seed=rep,
                             settings=settings)
         rate = trace["mean_batch"] * args.steps / (time.perf_counter() - t0)
         if rep:  # the first run warms up

@@ -52,8 +52,8 @@ def batched_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
     """(median, best) seconds per call of the trainer on H trials of `steps` steps each (σ > 0, ρ = 0.9)."""
     trials = TrialBatch([0.1] * h, [steps] * h, [1.0] * h, list(range(h)))
     warm = TrialBatch([0.1] * h, [1] * h, [1.0] * h, list(range(h)))
-    train_linear_dpgd(x, y, k, warm)  # warm-up: allocator, BLAS threads
-    return timings(lambda: train_linear_dpgd(x, y, k, trials), repeats)
+    train_linear_dpgd(x, y, k, n_public=len(y), trials=warm)  # warm-up: allocator, BLAS threads
+    return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials), repeats)
 
 
 def two_pass_times(x, y, k, h, steps, repeats) -> tuple[float, float]:

@@ -1,5 +1,6 @@
 """Empirical privacy audit (dphpo.audit): the statistics, the trainer hook, and real audits that must
-certify at least half the claimed ε without ever exceeding it, and catch a broken mechanism."""
+certify at least half the claimed ε without ever exceeding it, catch a broken mechanism (too little
+noise, or a normalizer that counts the private records) and control the family-wise level."""
 
 from __future__ import annotations
 
@@ -103,8 +104,8 @@ def test_on_step_hook_sees_every_release_and_changes_nothing():
         for j, i in enumerate(index):
             seen.setdefault(int(i), []).append((t, weights[j].clone(), grad[j].clone()))
 
-    plain = train_linear_dpgd(x, y, 3, trials)
-    hooked = train_linear_dpgd(x, y, 3, trials, on_step=hook)
+    plain = train_linear_dpgd(x, y, 3, trials, n_public=40)
+    hooked = train_linear_dpgd(x, y, 3, trials, n_public=40, on_step=hook)
     assert torch.equal(plain, hooked)
     for i, (eta, steps) in enumerate(zip(trials.eta, trials.steps)):
         assert [t for t, _, _ in seen[i]] == list(range(steps))
@@ -160,6 +161,67 @@ def test_dp_sgd_audit_stays_below_the_prv_claim(small_digits):
     assert white["achievable_eps"] <= 4.0
 
 
+@pytest.fixture(scope="module")
+def digits_64():
+    return load_audit_data("digits", max_train=64)
+
+
+def size_audit(data, normalizer, neighbours="add_remove", canary="zero", runs=4000):
+    """ε = 1 claimed, 5 steps, 4,000 runs: about a second with the zero canary, whose gradient is zero,
+    so under add/remove the worlds differ only in their size N = 64 vs 65."""
+    spec = AuditSpec(
+        eps=1.0, delta=DELTA, runs=runs, steps=5, neighbours=neighbours, normalizer=normalizer, canary=canary
+    )
+    return run_audit(spec, data, threat_models=("white-box",))
+
+
+@pytest.mark.parametrize("canary", ["zero", "gradient"])
+def test_add_remove_audit_refutes_the_private_count_normalizer(digits_64, canary):
+    # ÷N in world 0 and ÷(N + 1) in world 1 scale every release: the exact-LLR attacker sees it.
+    result = size_audit(digits_64, "private_count", canary=canary)
+    (row,) = result.rows
+    assert row["divisors"] == [64, 65]
+    assert row["eps_lower"] > 1.0  # assumption-free: the claim ε = 1 is refuted
+    assert row["mu_lower"] > 2 * mu_from_eps(1.0, DELTA)
+    assert not row["pass"] and not result.passed
+
+
+def test_add_remove_audit_passes_the_public_normalizer(digits_64):
+    # ÷|D| in both worlds: an all-zero record changes nothing, and the audit certifies nothing.
+    result = size_audit(digits_64, "public")
+    (row,) = result.rows
+    assert row["divisors"] == [64, 64]
+    assert row["eps_lower"] < 0.1 and row["mu_lower"] < 0.1
+    assert row["pass"] and result.passed
+
+
+def test_replace_one_audit_cannot_see_the_private_count_leak(digits_64):
+    # Same size in both worlds, so ÷N is the same in both: why an audit that swaps records missed the bug.
+    result = size_audit(digits_64, "private_count", neighbours="replace_one", runs=1000)
+    assert result.rows[0]["divisors"] == [65, 65] and result.passed
+
+
+def test_bounds_are_bonferroni_corrected_to_the_family_wise_level(small_digits):
+    alpha = 0.05
+    result = run_audit(AuditSpec(eps=1.0, delta=DELTA, runs=400, steps=1, alpha=alpha), small_digits)
+    assert [r["threat_model"] for r in result.rows] == ["white-box", "black-box"]
+    assert result.diagnostics["family_wise"] == {
+        "alpha": alpha,
+        "bounds": 4,  # ε and μ for each threat model
+        "alpha_per_bound": alpha / 4,
+        "correction": "Bonferroni",
+    }
+    for row in result.rows:
+        assert row["confidence"] == 1 - alpha and row["bounds_in_family"] == 4
+        for test in (row["eps_test"], row["mu_test"]):
+            # Each bound's two Clopper–Pearson rates are at α/(2m): all 4 bounds hold together at 1 − α.
+            fpr = clopper_pearson_upper(test["false_positives"], test["n_out"], alpha / 8)
+            fnr = clopper_pearson_upper(test["false_negatives"], test["n_in"], alpha / 8)
+            assert (test["fpr_upper"], test["fnr_upper"]) == pytest.approx((float(fpr), float(fnr)))
+    white_only = run_audit(AuditSpec(eps=1.0, runs=400, steps=1), small_digits, threat_models=("white-box",))
+    assert white_only.rows[0]["bounds_in_family"] == 2 and white_only.rows[0]["alpha_per_bound"] == 0.025
+
+
 def test_audit_settings_are_checked_before_training():
     with pytest.raises(ConfigError, match="audit.accountant"):
         AuditSpec(eps=1.0, accountant="gdp", batch_size=8)
@@ -167,6 +229,10 @@ def test_audit_settings_are_checked_before_training():
         AuditSpec(eps=1.0, runs=4)
     with pytest.raises(ConfigError, match="audit.eps"):
         AuditSpec(eps=0.0)
+    with pytest.raises(ConfigError, match="audit.normalizer"):
+        AuditSpec(eps=1.0, normalizer="private")
+    with pytest.raises(ConfigError, match="audit.neighbours"):
+        AuditSpec(eps=1.0, neighbours="swap")
     with pytest.raises(ConfigError, match="runz"):
         audits_from_config({"runz": 100})
 
@@ -183,11 +249,21 @@ def test_cli_audit_prints_bounds_and_writes_the_table(tmp_path, capsys):
     assert len(bounds) == 2 and 0 <= bounds[0] <= 1 and 0 <= bounds[1] <= 4
     md = out.read_text()
     assert "claimed ε" in md and "ε lower (CP)" in md and md.count("| pass |") == 2
+    assert "confidence (family-wise)" in md and "| add_remove | public |" in md
     csv_lines = out.with_suffix(".csv").read_text().splitlines()
     assert len(csv_lines) == 3 and "ε lower (CP)" in csv_lines[0]
     saved = json.loads(out.with_suffix(".json").read_text())
     assert [a["spec"]["eps"] for a in saved["audits"]] == [1.0, 4.0]
     assert saved["audits"][0]["provenance"]["data_checksum"]
+    assert saved["audits"][0]["rows"][0]["bounds_in_family"] == 2  # white-box ε and μ
+
+
+def test_cli_audit_refutes_the_private_count_normalizer(capsys):
+    args = ["audit", "--eps", "1", "--runs", "2000", "--max-train", "64", "--canary", "zero", "--json"]
+    assert main(args + ["--normalizer", "private_count"]) == 1
+    audit = json.loads(capsys.readouterr().out)["audits"][0]
+    assert audit["spec"]["neighbours"] == "add_remove" and audit["spec"]["normalizer"] == "private_count"
+    assert audit["rows"][0]["eps_lower"] > 1.0 and not audit["passed"]
 
 
 def test_cli_audit_exit_status_flags_a_broken_mechanism(capsys):

@@ -18,6 +18,7 @@ from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.rdp import ps_ledger_entry
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd
 from dphpo.train.oso import OsoRule, composed_multiplier, noise_split, train_linear_oso
+from conftest import noise_scope
 
 DELTA = 1e-5
 TARGETS = [1.0, 8.0]
@@ -42,7 +43,7 @@ CONFIG = {
 @pytest.fixture(scope="module")
 def all_results(digits_features):
     """Every feature baseline run once on digits (seed 0): shared by the budget tests."""
-    return {m: registry.run_method(m, LinearHeadTrainer.from_config(digits_features, CONFIG), CONFIG, seed=0) for m in registry.FEATURE_BASELINES}
+    return {m: registry.run_method(m, LinearHeadTrainer.from_config(digits_features, CONFIG), CONFIG, noise=noise_scope(0)) for m in registry.FEATURE_BASELINES}
 
 
 def with_baselines(**sections):
@@ -308,7 +309,7 @@ def test_koskela_amplification_of_a_gaussian_upper_bounds_dp_accounting():
 
 def test_koskela_total_matches_an_independent_computation(digits_features):
     cfg = with_baselines(koskela={"q": 0.3, "mean_trials": 2, "max_trials": 60})
-    results = koskela.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, seed=1)
+    results = koskela.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(1))
     sel = SelectionRule(noise_std=50.0)
     for r in results:
         assert r.total["eps"] <= r.target_eps and r.total["eps"] == pytest.approx(r.target_eps, rel=1e-4)
@@ -326,7 +327,7 @@ def test_koskela_total_matches_an_independent_computation(digits_features):
         assert r.total["eps"] == pytest.approx(independent, rel=0.05)
         # the final run is on all data at μ_f with the selected hyperparameters
         assert r.released["sigma"] == pytest.approx(math.sqrt(r.released["steps"]) / mu_f)
-        assert abs(r.search["subsample_size"] - 0.3 * 1400) < 5 * math.sqrt(1400 * 0.3 * 0.7)
+        assert abs(r.internal["subsample_size"] - 0.3 * 1400) < 5 * math.sqrt(1400 * 0.3 * 0.7)
         for t in r.trials:  # σ1 = q·σ at the trial's own T
             assert t["sigma"] == pytest.approx(0.3 * math.sqrt(t["steps"]) / mu_f)
 
@@ -361,15 +362,15 @@ def test_oso_trial_ledger_is_sqrt_t_over_nu(all_results):
 def test_oso_without_adaptation_and_noise_is_dp_gd(digits_features):
     f = digits_features
     rule = OsoRule(clip_init=1.0, rho_c=0.0, rho_r=0.0)
-    w_oso, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.5, 0.1], [10, 5], [1e-9, 1e-9], [1, 2], rule)
-    w_gd = train_linear_dpgd(f.x_train, f.y_train, 10, TrialBatch([0.5, 0.1], [10, 5], [0.0, 0.0], [1, 2]))
+    w_oso, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.5, 0.1], [10, 5], [1e-9, 1e-9], [1, 2], rule, n_public=f.n_public)
+    w_gd = train_linear_dpgd(f.x_train, f.y_train, 10, n_public=len(f.y_train), trials=TrialBatch([0.5, 0.1], [10, 5], [0.0, 0.0], [1, 2]))
     torch.testing.assert_close(w_oso, w_gd, rtol=1e-4, atol=1e-5)
     assert np.allclose(traces["clip"], 1.0) and np.allclose(traces["lr"], [0.5, 0.1])
 
 
 def test_oso_adapts_clip_and_learning_rate(digits_features):
     f = digits_features
-    _, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.1], [40], [2.0], [3], OsoRule(rho_c=0.05, rho_r=0.05))
+    _, traces = train_linear_oso(f.x_train, f.y_train, 10, [0.1], [40], [2.0], [3], OsoRule(rho_c=0.05, rho_r=0.05), n_public=f.n_public)
     assert not math.isclose(traces["clip"][0], 0.1) and not math.isclose(traces["lr"][0], 0.1)
 
 
@@ -397,7 +398,7 @@ def test_oso_at_the_papers_settings_gains_from_a_larger_budget(digits_features):
     old["privacy"]["target_eps"] = [8.0]
 
     def mean_acc(config):
-        runs = [oso.run(LinearHeadTrainer.from_config(digits_features, config), config, seed=s) for s in range(2)]
+        runs = [oso.run(LinearHeadTrainer.from_config(digits_features, config), config, noise=noise_scope(s)) for s in range(2)]
         return [float(np.mean([r[i].test_accuracy for r in runs])) for i in range(len(runs[0]))]
 
     low, high = mean_acc(cfg)
@@ -411,7 +412,7 @@ def test_oso_cnn_on_digits_is_prv_accounted(digits_features):
 
     cfg = with_baselines(oso_dpsgd_cnn={"epochs": 1, "batch_size": 128, "channels": [4, 8]})
     cfg["privacy"]["target_eps"] = [2.0]
-    (r,) = oso.run_cnn(LinearHeadTrainer.from_config(digits_features, cfg), cfg, seed=0)
+    (r,) = oso.run_cnn(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(0))
     q, steps, nu = r.released["sample_rate"], r.released["steps"], r.released["nu"]
     assert q == pytest.approx(128 / 1400) and steps == math.ceil(1 / q)
     assert r.total["eps"] <= 2.0 and r.total["eps"] == pytest.approx(2.0, rel=0.01)
@@ -434,11 +435,11 @@ def test_mehta_accuracy_does_not_depend_on_eta(digits_features, optimizer, loss)
     # data-independent jitter makes these features continuous too.
     f = digits_features
     jitter = 1e-3 * torch.rand(f.x_train.shape[1], generator=torch.Generator().manual_seed(0))
-    f = PreparedFeatures(f.x_train + jitter, f.y_train, f.x_test + jitter, f.y_test, 10, "digits-jittered", {})
+    f = PreparedFeatures(f.x_train + jitter, f.y_train, f.x_test + jitter, f.y_test, 10, "digits-jittered", {}, f.n_public)
     runs = []
     for eta in [1e-3, 1.0, 1e3]:
         cfg = with_baselines(mehta={"optimizer": optimizer, "loss": loss, "eta": eta})
-        runs.append(mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, seed=4))
+        runs.append(mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, noise=noise_scope(4)))
     for by_eta in zip(*runs):
         assert len({r.test_accuracy for r in by_eta}) == 1
         assert len({r.train_accuracy for r in by_eta}) == 1
@@ -477,10 +478,10 @@ def test_mehta_one_step_is_the_sign_classifier_hence_flat_in_eps():
         return torch.relu(means[y] + 0.25 * strength * torch.randn(m, d, generator=gen)), y
 
     (x, y), (xt, yt) = sample(n), sample(4000)
-    f = PreparedFeatures(x, y, xt, yt, k, "synthetic", {})
+    f = PreparedFeatures(x, y, xt, yt, k, "synthetic", {}, len(y))
     cfg = copy.deepcopy(CONFIG)
     cfg["privacy"]["target_eps"] = [0.25, 1.0, 8.0]
-    results = mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, seed=0)
+    results = mehta.run(LinearHeadTrainer.from_config(f, cfg), cfg, noise=noise_scope(0))
     g = mehta.clipped_gradient_sum(x, y, k, 1.0, "ce", -10.0)
     ceiling = float(accuracy_counts((-torch.sign(g)).unsqueeze(0), xt, yt)[0]) / len(yt)
     for r in results:

@@ -95,7 +95,7 @@ def result_file(digits, tmp_path_factory):
     result = nonprivate.run(trainer, study.search_space(config), progress=False)
     out = tmp_path_factory.mktemp("runs")
     prov = study.provenance(config, trainer, result, dataset="digits", extractor="raw")
-    write_result(result, out / "result.json", out / "model.npz", prov)
+    write_result(result, out / "result.json", out / "model.npz", prov, out / "internal.json")
     return out / "result.json"
 
 

@@ -46,7 +46,7 @@ def test_one_row_per_study_target_and_method(results):
     assert len(rows) == len(STUDIES) * 2 * len(ACC)
     table = comparison.build_table(rows)
     assert table.columns == comparison.COLUMNS
-    for col in ("method", "test accuracy (%)", "total ε spent (incl. search)", "RERR (%)", "private HPO"):
+    for col in ("method", "test accuracy (%)", comparison.TOTAL_EPS, "RERR (%)", "private HPO"):
         assert col in table.columns
     first = [r for r in rows if r["dataset"] == "mnist" and r["target ε"] == 1.0]
     # linear scaling first, then the baselines in registry order
@@ -71,10 +71,10 @@ def test_oracle_row_says_non_private_hpo_and_spends_infinite_eps(results):
     rows = comparison.summarize(results)
     oracle = [r for r in rows if r["method_id"] == "grid_oracle"]
     assert oracle and all(r["private HPO"] == "NO (oracle)" for r in oracle)
-    assert all(math.isinf(r["total ε spent (incl. search)"]) for r in oracle)
+    assert all(math.isinf(r[comparison.TOTAL_EPS]) for r in oracle)
     assert all("non-private" in r["method"] for r in oracle)
     private = [r for r in rows if r["method_id"] != "grid_oracle"]
-    assert all(r["total ε spent (incl. search)"] <= r["target ε"] for r in private)
+    assert all(r[comparison.TOTAL_EPS] <= r["target ε"] for r in private)
     md = comparison.build_table(rows).to_markdown()
     assert "non-private HPO" in md and "∞" in md
 
@@ -129,3 +129,59 @@ def test_figure_legend_lies_inside_the_saved_image(results, n_studies, tmp_path)
             assert not box.overlaps(ax.get_tightbbox())
     comparison.plot(rows, tmp_path / "fig.png", refs)
     assert (tmp_path / "fig.png").stat().st_size > 5000
+
+
+def test_eps_is_labelled_per_run_beside_the_mean_over_seeds(results):
+    """Item 7: mean ± std over seeds is shown with ONE run's ε: the header and caption say so."""
+    rows = comparison.summarize(results)
+    table, table3 = comparison.build_table(rows, config={}), comparison.build_table3(rows)
+    assert "per run" in comparison.TOTAL_EPS and comparison.TOTAL_EPS in table.columns
+    assert "per run" in table.caption and "same for every seed" in table.caption
+    assert "per run" in table3.caption and "mean ± std over seeds" in table3.caption
+    assert any("composition" in n for n in table.notes)
+
+
+DESIGN = {
+    "extractors": {"efficientnet_lite0": {"resolution": 64}},
+    "baselines": {"mehta": {"loss": "ce"}},
+    "design_notes": {"extractors.efficientnet_lite0.resolution": "picked on MNIST", "baselines.mehta.loss": "picked on MNIST too"},
+}
+
+
+def test_rows_using_a_setting_chosen_on_private_data_are_labelled(results):
+    """Item 5: every row that depends on a setting in `design_notes` names it (md, tex, html, csv)."""
+    rows = comparison.summarize(results)
+    table = comparison.build_table(rows, DESIGN)
+    col = comparison.PRIVATE_DESIGN_COLUMN
+    assert table.columns[-1] == col and col not in rows[0]  # the summary rows stay as they were
+    labelled = {(r["dataset"], r["method_id"]): r[col] for r in table.rows}
+    assert labelled[("mnist", "linear_scaling")] == "extractors.efficientnet_lite0.resolution"
+    assert labelled[("mnist", "mehta")] == "extractors.efficientnet_lite0.resolution, baselines.mehta.loss"
+    assert labelled[("tweets", "mehta")] == "baselines.mehta.loss"
+    assert labelled[("tweets", "linear_scaling")] is None
+    assert "chosen on private data (not accounted)" in table.caption
+    assert any(n.startswith("chosen on private data (not accounted): baselines.mehta.loss = ce: picked on MNIST too") for n in table.notes)
+    csv_rows = list(csv.DictReader(io.StringIO(comparison.build_csv_table(rows, DESIGN).to_csv())))
+    by = {(r["dataset"], r["method"], r["target_eps"]): r["design_on_private_data"] for r in csv_rows}
+    assert by[("mnist", "mehta", "1.0")] == "extractors.efficientnet_lite0.resolution; baselines.mehta.loss"
+    assert by[("tweets", "random_search", "1.0")] == ""
+    # no design_notes: no column, nothing added
+    assert comparison.PRIVATE_DESIGN_COLUMN not in comparison.build_table(rows, {}).columns
+
+
+def test_make_labels_design_notes_of_the_config_it_is_given(results, tmp_path):
+    """The workflow's table job passes its config (workflow/scripts/table_hpo_comparison.py)."""
+    paths = []
+    for i, r in enumerate(results):
+        paths.append(str(tmp_path / "runs" / f"{i}.json"))
+        write_json(paths[-1], r)
+
+    def md_of(name, config):
+        out = {k: tmp_path / f"{name}.{k}" for k in ("md", "csv", "png")}
+        comparison.make(paths, [], md=str(out["md"]), csv_path=str(out["csv"]), figure=str(out["png"]), config=config)
+        return out["md"].read_text(), out["csv"].read_text()
+
+    md, csv_text = md_of("plain", {})
+    assert "chosen on private data" not in md
+    md, csv_text = md_of("notes", DESIGN)
+    assert "picked on MNIST" in md and "extractors.efficientnet_lite0.resolution" in csv_text

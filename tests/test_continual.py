@@ -15,6 +15,7 @@ from dphpo.features import pretrain as pt
 from dphpo.features.continual import PrivateStageConfig, check_study_overlap
 from dphpo.features.extractors import upstream_privacy
 from dphpo.train.dpsgd import train_dpsgd
+from conftest import noise_scope
 
 PRIVATE = {"dataset": "digits", "eps": 2.0, "epochs": 1, "batch_size": 64, "lr": 0.5}
 TINY = dict(arch="small_cnn", public_dataset="synthetic_shapes", width=4, epochs=2, batch_size=64, lr=0.05,
@@ -28,7 +29,8 @@ def continual_checkpoint(tmp_path_factory):
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("continual") / "cont.pt"
     try:
-        summary = pt.run_pretraining("cont", TINY, out, summary_path=out.with_suffix(".json"), progress=False)
+        summary = pt.run_pretraining("cont", TINY, out, summary_path=out.with_suffix(".json"), progress=False,
+                                     noise=noise_scope(0, pretraining="cont"))
     finally:
         torch.set_num_threads(before)
     return out, summary
@@ -38,7 +40,7 @@ def test_private_stage_spends_at_most_its_budget_by_an_independent_prv_computati
     _, summary = continual_checkpoint
     stage = summary["private_stage"]
     plan, guarantee = stage["plan"], stage["guarantee"]
-    assert stage["dataset"]["name"] == "digits" and plan["n_train"] == 1438
+    assert stage["dataset"]["name"] == "digits" and plan["n_public"] == 1438
     assert plan["sample_rate"] == pytest.approx(64 / 1438) and plan["steps"] == math.ceil(1438 / 64)
     # prv-accountant called directly with the recorded mechanism: its upper bound is the reported ε
     acc = PRVAccountant(prvs=[PoissonSubsampledGaussianMechanism(sampling_probability=plan["sample_rate"],
@@ -97,7 +99,7 @@ def test_one_dpsgd_step_is_the_clipped_noisy_sum_over_the_expected_batch():
     noise = torch.randn(per_sample.shape[1], generator=gen) * sigma * clip
     scale = torch.clamp(clip / per_sample.norm(dim=1), max=1.0) * keep
     expected = torch.cat([w.reshape(-1) for w in w0]) - lr * (scale @ per_sample + noise) / (0.5 * n)
-    trained, trace = train_dpsgd(model, lambda idx: x[idx], y, sample_rate=0.5, steps=1, sigma=sigma, clip_norm=clip,
+    trained, trace = train_dpsgd(model, lambda idx: x[idx], y, sample_rate=0.5, n_public=len(y), steps=1, sigma=sigma, clip_norm=clip,
                                  lr=lr, momentum=0.0, seed=seed)
     got = torch.cat([p.detach().reshape(-1) for p in trained.parameters()])
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
@@ -136,7 +138,7 @@ def test_private_stage_config_errors_name_the_key():
         pt.PretrainConfig.from_config({**base, "private_stage": {**PRIVATE, "sigma": 1.0}}, "p")
     with pytest.raises(ConfigError, match="switch"):
         pt.PretrainConfig.from_config({**base, "switch": "never"}, "p")
-    assert PrivateStageConfig.from_config(PRIVATE, "x").plan(1000) == {"n_train": 1000, "sample_rate": 0.064,
+    assert PrivateStageConfig.from_config(PRIVATE, "x").plan(1000) == {"n_public": 1000, "sample_rate": 0.064,
                                                                       "steps": 16}
 
 

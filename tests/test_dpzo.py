@@ -29,7 +29,7 @@ def test_dpzo_step_equals_hand_computation():
     noise = float(torch.randn((), generator=torch.Generator().manual_seed(seed ^ 0x3C3C3C3C)))
     g = (float(d.clamp(-C, C).sum()) + noise * sigma * C) / task.n_train
     expected = [p - lr * g * zz for p, zz in zip(params, z)]
-    out, trace = train_dpzo(model, task.example_losses, task.n_train, lr=lr, steps=1, sigma=sigma, seed=seed, settings=settings)
+    out, trace = train_dpzo(model, task.example_losses, task.n_train, n_public=task.n_train, lr=lr, steps=1, sigma=sigma, seed=seed, settings=settings)
     assert trace["mean_batch"] == task.n_train
     for p, e in zip(out.parameters(), expected):
         torch.testing.assert_close(p.detach(), e, rtol=1e-4, atol=1e-6)
@@ -43,7 +43,7 @@ def test_dpzo_direction_does_not_depend_on_data():
     moved = []
     for task in (a, b):
         start = torch.cat([p.flatten() for p in task.build_model().parameters()])
-        m, _ = train_dpzo(task.build_model(), task.example_losses, 8, lr=0.1, steps=1, sigma=0.0, seed=3, settings=settings)
+        m, _ = train_dpzo(task.build_model(), task.example_losses, 8, n_public=8, lr=0.1, steps=1, sigma=0.0, seed=3, settings=settings)
         moved.append(torch.cat([p.detach().flatten() for p in m.parameters()]) - start)
     cos = torch.nn.functional.cosine_similarity(moved[0], moved[1], dim=0)
     assert abs(abs(float(cos)) - 1.0) < 1e-4  # parallel (same z), scaled by different scalars
@@ -55,6 +55,6 @@ def test_dpzo_trainer_runs_trials():
 
     task = TinyTask(n=30)
     s = DPZOSettings(batch_size=10)
-    trainer = DPZOTrainer(task, run_accountant(s.sample_rate(30), 1e-5), s)
+    trainer = DPZOTrainer(task, run_accountant(s.sample_rate(30), 1e-5), s, 30)
     out = trainer.run_trials([0.1, 0.1], [5, 5], [1.0, 1.0], [1, 2], progress=False)
     assert trainer.kind == "dpzo" and out.test_metric.shape == (2,)

@@ -85,12 +85,12 @@ def test_dp_step_equals_hand_computed_clipped_noisy_sum(clipping):
     task = TinyTask()
     settings = FinetuneSettings(batch_size=task.n_train, clipping=clipping, clip_norm=1.0, optimizer="sgd", momentum=0.9)
     expected = hand_step(task, lr=0.3, sigma=0.7, clip=1.0, seed=11)
-    model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.3, steps=1, sigma=0.7, seed=11, settings=settings)
+    model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.3, steps=1, sigma=0.7, seed=11, settings=settings)
     assert trace["mean_batch"] == task.n_train
     for p, e in zip(model.parameters(), expected):
         torch.testing.assert_close(p.detach(), e, rtol=1e-5, atol=1e-6)
     # the noise matters: another seed gives other weights
-    other, _ = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.3, steps=1, sigma=0.7, seed=12, settings=settings)
+    other, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.3, steps=1, sigma=0.7, seed=12, settings=settings)
     assert not torch.allclose(next(other.parameters()), expected[0])
 
 
@@ -99,7 +99,7 @@ def test_ghost_and_hooks_agree_over_several_poisson_steps():
     runs = []
     for clipping in ("ghost", "hooks"):
         s = FinetuneSettings(batch_size=7, clipping=clipping, clip_norm=0.3, optimizer="adam")
-        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.05, steps=5, sigma=1.0, seed=5, settings=s)
+        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.05, steps=5, sigma=1.0, seed=5, settings=s)
         runs.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
         assert 0 < trace["mean_batch"] < task.n_train
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-4, atol=1e-5)
@@ -109,7 +109,7 @@ def test_ghost_and_hooks_agree_over_several_poisson_steps():
 def test_sigma_zero_is_the_plain_unclipped_gradient():
     task = TinyTask()
     s = FinetuneSettings(batch_size=task.n_train, clip_norm=1e-3, momentum=0.0)
-    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.1, steps=1, sigma=0.0, seed=0, settings=s)
+    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.1, steps=1, sigma=0.0, seed=0, settings=s)
     ref = task.build_model()
     loss = task.example_losses(ref, torch.arange(task.n_train)).sum()
     grads = torch.autograd.grad(loss, list(ref.parameters()))
@@ -126,7 +126,7 @@ def test_trainer_protocol_outcome_and_accounting_match_prv_accountant():
     task = TinyTask(n=40)
     s = FinetuneSettings(batch_size=8)
     acc = run_accountant(s.sample_rate(task.n_train), delta=1e-5)
-    trainer = FinetuneTrainer(task, acc, s)
+    trainer = FinetuneTrainer(task, acc, s, task.n_train)
     out = trainer.run_trials([0.1, 0.2], [3, 4], [1.0, 2.0], [1, 2], progress=False)
     assert out.train_score_sums.shape == (2,) and np.all(out.train_score_sums <= task.n_train)
     assert np.allclose(out.train_metric, out.train_score_sums / task.n_train)

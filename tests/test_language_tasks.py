@@ -35,7 +35,7 @@ def test_ghost_and_hooks_agree_on_gpt2():
     runs = []
     for clipping in ("ghost", "hooks"):
         s = FinetuneSettings(batch_size=6, clipping=clipping, clip_norm=0.5)
-        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.1, steps=3, sigma=1.0, seed=4, settings=s)
+        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.1, steps=3, sigma=1.0, seed=4, settings=s)
         runs.append(torch.cat([p.detach().flatten() for p in model.parameters() if p.requires_grad]))
         assert trace["clipped_fraction"] > 0
     torch.testing.assert_close(runs[0], runs[1], rtol=1e-4, atol=1e-5)
@@ -47,7 +47,7 @@ def test_last_block_trains_only_the_last_block_embeddings_and_head():
     assert not any(n.startswith("transformer.h.0.") for n in names)
     assert any(n.startswith("transformer.h.1.") for n in names) and "lm_head.weight" in names
     before = {n: p.detach().clone() for n, p in task.prototype.named_parameters()}
-    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.1, steps=2, sigma=1.0, seed=0,
+    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.1, steps=2, sigma=1.0, seed=0,
                         settings=FinetuneSettings(batch_size=6))
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]) == (n not in names)
@@ -82,7 +82,7 @@ def test_lora_starts_as_the_pretrained_model_and_trains_only_its_adapters():
     runs = []
     for clipping in ("ghost", "hooks"):  # opacus clips the adapters exactly with both engines
         s = FinetuneSettings(batch_size=6, clipping=clipping, clip_norm=0.05)
-        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.5, steps=3, sigma=1.0, seed=4, settings=s)
+        model, trace = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.5, steps=3, sigma=1.0, seed=4, settings=s)
         assert trace["clipped_fraction"] > 0
         for n, p in model.named_parameters():
             assert torch.equal(p, before[n]) == (n not in names), n
@@ -117,7 +117,7 @@ def test_lora_on_classification_top_layers_trains_adapters_and_head():
     names = {n for n, p in task.prototype.named_parameters() if p.requires_grad}
     assert names == {"head.weight", "head.bias"} | {f"layers.0.attention.self.{m}.lora_{ab}.default.weight" for m in ("query", "value") for ab in "AB"}
     assert task.provenance()["trainable_parameters"] == 3 * 8 + 3 + 2 * (2 * 8 + 2 * 8)
-    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, lr=0.5, steps=2, sigma=0.5, seed=0,
+    model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.5, steps=2, sigma=0.5, seed=0,
                         settings=FinetuneSettings(batch_size=5))
     assert not torch.equal(model.head.weight, torch.zeros_like(model.head.weight))
 

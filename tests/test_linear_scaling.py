@@ -11,6 +11,7 @@ from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+from conftest import noise_scope
 
 DELTA = 1e-5
 
@@ -28,7 +29,7 @@ def test_paper_budget_check_point():
 
 def test_total_eps_includes_stage_trials_and_selection(digits_features):
     lsc = ls.LinearScalingConfig(budget_mode="absolute", stage_eps=(0.1, 0.2))
-    results = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 4.0], seed=0)
+    results = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 4.0], noise=noise_scope(0))
     for res in results:
         entries = res.ledger.entries
         whats = [e.what for e in entries]
@@ -47,14 +48,14 @@ def test_total_eps_includes_stage_trials_and_selection(digits_features):
 
 def test_absolute_stage_budgets_share_one_search(digits_features):
     lsc = ls.LinearScalingConfig(budget_mode="absolute")
-    stage1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 2.0, 8.0], seed=0, stage=1, progress=False)
+    stage1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 2.0, 8.0], noise=noise_scope(0), stage=1, progress=False)
     assert len(stage1["searches"]) == 1
     assert stage1["searches"][0]["targets"] == [1.0, 2.0, 8.0]
 
 
 def test_fraction_budgets_scale_with_target(digits_features):
     lsc = ls.LinearScalingConfig(budget_mode="fraction", stage_eps=(0.1, 0.2))
-    stage1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 8.0], seed=0, stage=1, progress=False)
+    stage1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [1.0, 8.0], noise=noise_scope(0), stage=1, progress=False)
     assert sorted(s["eps"] for s in stage1["searches"]) == pytest.approx([0.1, 0.8])
     for search in stage1["searches"]:
         for trial in search["trials"]:
@@ -64,8 +65,8 @@ def test_fraction_budgets_scale_with_target(digits_features):
 
 def test_stage_two_samples_above_stage_one_pick(digits_features):
     lsc = ls.LinearScalingConfig(budget_mode="fraction")
-    s1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=3, stage=1, progress=False)
-    s2 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=3, stage=2, previous=s1, progress=False)
+    s1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(3), stage=1, progress=False)
+    s2 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(3), stage=2, previous=s1, progress=False)
     r1 = s1["searches"][0]["selected_r"]
     lo, cap = SPACE.clamp_r(r1), 0.2 * SPACE.r_max
     hi = cap if cap > lo else SPACE.r_max
@@ -88,9 +89,9 @@ def test_infeasible_plan_is_refused_before_training():
 
 def test_same_seed_same_numbers(digits_features):
     lsc = ls.LinearScalingConfig()
-    a = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], seed=7)[0]
-    b = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], seed=7)[0]
-    c = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], seed=8)[0]
+    a = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], noise=noise_scope(7))[0]
+    b = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], noise=noise_scope(7))[0]
+    c = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [2.0], noise=noise_scope(8))[0]
     assert np.array_equal(a.weights, b.weights)
     assert a.test_accuracy == b.test_accuracy
     assert not np.array_equal(a.weights, c.weights)
@@ -98,7 +99,7 @@ def test_same_seed_same_numbers(digits_features):
 
 def test_private_result_is_useful_on_digits(digits_features):
     lsc = ls.LinearScalingConfig()
-    res = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [8.0], seed=0)[0]
+    res = ls.run(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [8.0], noise=noise_scope(0))[0]
     assert res.test_accuracy > 0.8  # raw-pixel linear probe reaches ~97 % non-privately
 
 
@@ -122,23 +123,23 @@ def test_downward_line_does_not_extrapolate_below_stage_picks(digits_features):
     lsc = ls.LinearScalingConfig()
     stages = []
     for stage, r_pick in [(1, 40.0), (2, 10.0)]:
-        st = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=0, stage=stage, previous=stages[-1] if stages else None, progress=False)
+        st = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(0), stage=stage, previous=stages[-1] if stages else None, progress=False)
         st["searches"][0]["selected_r"] = r_pick
         stages.append(st)
-    guarded = ls.run_final(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=0, stages=stages, progress=False)[0]
+    guarded = ls.run_final(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(0), stages=stages, progress=False)[0]
     fit = guarded.search["fit"]
     assert fit["r_extrapolated"] < 10.0 and fit["guard_applied"]
     assert fit["r_clamped"] == pytest.approx(40.0)
     raw = ls.LinearScalingConfig(monotone=False)
-    unguarded = ls.run_final(LinearHeadTrainer(digits_features, SETTINGS), raw, SPACE, SELECTION, [4.0], seed=0, stages=stages, progress=False)[0]
+    unguarded = ls.run_final(LinearHeadTrainer(digits_features, SETTINGS), raw, SPACE, SELECTION, [4.0], noise=noise_scope(0), stages=stages, progress=False)[0]
     assert unguarded.search["fit"]["r_clamped"] == pytest.approx(SPACE.r_min)
 
 
 def test_stage_two_range_extends_upwards_when_first_pick_exceeds_cap(digits_features):
     lsc = ls.LinearScalingConfig()
-    s1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=1, stage=1, progress=False)
+    s1 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(1), stage=1, progress=False)
     s1["searches"][0]["selected_r"] = 0.9 * SPACE.r_max  # far above later_stage_cap · r_max
-    s2 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], seed=1, stage=2, previous=s1, progress=False)
+    s2 = ls.run_stage(LinearHeadTrainer(digits_features, SETTINGS), lsc, SPACE, SELECTION, [4.0], noise=noise_scope(1), stage=2, previous=s1, progress=False)
     assert all(t["r_requested"] >= 0.9 * SPACE.r_max * (1 - 1e-9) for t in s2["searches"][0]["trials"])
 
 

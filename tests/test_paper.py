@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import noise_scope
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures, TrainSettings
 from dphpo.privacy.accountant import MINIBATCH_RDP_ORDERS, RUN_RDP_ORDERS
@@ -176,7 +177,7 @@ def test_minibatch_trainer_sums_a_poisson_subset_over_the_expected_batch():
     g = torch.Generator().manual_seed(3)
     x, y = torch.randn(200, 6, generator=g, dtype=torch.float64), torch.randint(0, 4, (200,), generator=g)
     q, seed = 0.25, 11
-    w = train_linear_dpgd(x, y, 4, TrialBatch([1.0], [1], [0.0], [seed]), momentum=0.0, free_step=False, sample_rate=q)[0]
+    w = train_linear_dpgd(x, y, 4, n_public=len(y), trials=TrialBatch([1.0], [1], [0.0], [seed]), momentum=0.0, free_step=False, sample_rate=q)[0]
     keep = torch.rand(200, generator=torch.Generator().manual_seed(seed)) < q  # the trial's first draws
     resid = torch.softmax(torch.zeros(200, 4, dtype=torch.float64), 1) - torch.nn.functional.one_hot(y, 4)
     norms = resid.norm(dim=1) * x.norm(dim=1)
@@ -184,8 +185,8 @@ def test_minibatch_trainer_sums_a_poisson_subset_over_the_expected_batch():
     expected = -((resid * scale[:, None]).T @ x) / (q * 200)
     torch.testing.assert_close(w, expected)
     # full batch is untouched: q = 1 and q = None give the same weights
-    w1 = train_linear_dpgd(x, y, 4, TrialBatch([0.5], [3], [2.0], [seed]), sample_rate=1.0)
-    w0 = train_linear_dpgd(x, y, 4, TrialBatch([0.5], [3], [2.0], [seed]))
+    w1 = train_linear_dpgd(x, y, 4, n_public=len(y), trials=TrialBatch([0.5], [3], [2.0], [seed]), sample_rate=1.0)
+    w0 = train_linear_dpgd(x, y, 4, n_public=len(y), trials=TrialBatch([0.5], [3], [2.0], [seed]))
     torch.testing.assert_close(w1, w0)
 
 
@@ -196,7 +197,7 @@ def digits_features():
     d = load_digits()
     x = torch.tensor(d.data / 16.0, dtype=torch.float32)
     y = torch.tensor(d.target, dtype=torch.int64)
-    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits", {})
+    return PreparedFeatures(x[:1400], y[:1400], x[1400:], y[1400:], 10, "digits", {}, 1400)
 
 
 @pytest.mark.parametrize("settings", [TrainSettings(batch_size=200), TrainSettings(accountant="rdp")], ids=["minibatch", "rdp"])
@@ -206,7 +207,7 @@ def test_linear_scaling_ablations_account_every_run_in_rdp_within_the_target(dig
 
     space = SearchSpace(eta_min=0.05, eta_max=2.0, eta_num=4, steps=(5, 10, 20))
     lsc = ls.LinearScalingConfig(n_trials=2)
-    results = ls.run(LinearHeadTrainer(digits_features, settings), lsc, space, SelectionRule(noise_std=50.0), [1.0], seed=0)
+    results = ls.run(LinearHeadTrainer(digits_features, settings), lsc, space, SelectionRule(noise_std=50.0), [1.0], noise_scope(0))
     for res in results:
         total = res.total
         assert total["accountant"] == "rdp" and total["mu"] is None

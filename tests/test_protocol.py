@@ -19,6 +19,7 @@ from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
 from dphpo.train.protocol import PrivateTrainer, best_index
+from conftest import noise_scope
 
 DELTA = 1e-5
 CONFIG = {
@@ -45,7 +46,7 @@ def run_linear_scaling(trainer, cfg):
         SPACE,
         SelectionRule.from_config(cfg["selection"]),
         cfg["privacy"]["target_eps"],
-        seed=0,
+        noise=noise_scope(0),
     )
 
 
@@ -80,8 +81,8 @@ def test_provenance_names_the_accountant_each_variant_really_used(digits_feature
     cfg = variant(**sections)
     trainer = LinearHeadTrainer.from_config(digits_features, cfg)
     (result,) = run_linear_scaling(trainer, cfg)
-    prov = study.provenance(cfg, trainer, result, seed=0)
-    write_result(result, tmp_path / "result.json", tmp_path / "model.npz", prov)
+    prov = study.provenance(cfg, trainer, result, noise=noise_scope(0))
+    write_result(result, tmp_path / "result.json", tmp_path / "model.npz", prov, tmp_path / "internal.json")
     acc = read_json(tmp_path / "result.json")["provenance"]["accountant"]
     assert acc["name"] == name and acc["delta"] == DELTA and acc["sample_rate"] == sample_rate
     assert acc["ledger_total"] == ("gdp_closed_form" if name == "gdp" else "rdp")
@@ -117,4 +118,4 @@ def test_baselines_refuse_a_trainer_whose_runs_are_not_exact_gdp(digits_features
     # composed candidates are planned in exact GDP: refused; a single full-budget run (random_search,
     # each grid_oracle point) is calibrated by any accountant (the PRV fine-tuning trainers)
     with pytest.raises(ConfigError, match="exact GDP"):
-        random_search.run_k(LinearHeadTrainer.from_config(digits_features, cfg), cfg, seed=0)
+        random_search.run_k(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(0))

@@ -57,7 +57,7 @@ def opacus_clipped_sum(x, y, w0, clip):
 
 def one_step(x, y, clip, seed=0, init_std=0.0):
     w = train_linear_dpgd(
-        x, y, K, TrialBatch([1.0], [1], [0.0], [seed]),
+        x, y, K, n_public=len(y), trials=TrialBatch([1.0], [1], [0.0], [seed]),
         clip_norm=clip, momentum=0.0, free_step=False, init_std=init_std,
     )
     return w[0]
@@ -79,7 +79,7 @@ def test_one_step_from_random_init_matches_opacus_with_non_uniform_softmax(clip)
     probs = torch.softmax(x @ w0.T, dim=1)
     assert probs.max() > 0.9, "softmax must be far from uniform for this check to mean anything"
     # The trainer's init is reproduced from the seed: steps=0 returns it unchanged.
-    w_init = train_linear_dpgd(x, y, K, TrialBatch([1.0], [0], [0.0], [seed]), free_step=False, init_std=init_std)[0]
+    w_init = train_linear_dpgd(x, y, K, n_public=len(y), trials=TrialBatch([1.0], [0], [0.0], [seed]), free_step=False, init_std=init_std)[0]
     torch.testing.assert_close(w_init, w0, rtol=0, atol=0)
     clipped_sum, n_clipped = opacus_clipped_sum(x, y, w0, clip)
     assert 0 < n_clipped < N
@@ -114,7 +114,7 @@ def test_noiseless_trainer_equals_reference_clipped_gd_with_momentum(free_step):
     etas, steps, seeds = [0.5, 2.0, 1.0, 4.0], [6, 3, 9, 1], [0, 1, 2, 3]
     for init_std in (0.0, 0.2):
         got = train_linear_dpgd(
-            x, y, K, TrialBatch(etas, steps, [0.0] * 4, seeds),
+            x, y, K, n_public=len(y), trials=TrialBatch(etas, steps, [0.0] * 4, seeds),
             clip_norm=0.5, momentum=0.9, free_step=free_step, init_std=init_std,
         )
         for j in range(4):
@@ -129,8 +129,8 @@ def test_float64_features_train_in_float64_and_return_float64_weights():
     # must keep that dtype instead of failing to write into a float32 buffer.
     x, y = make_data(seed=10, dtype=torch.float64)
     trials = TrialBatch([1.0, 0.5], [3, 5], [1.0, 0.0], [1, 2])
-    w64 = train_linear_dpgd(x, y, K, trials, init_std=0.1)
-    w32 = train_linear_dpgd(x.float(), y, K, trials, init_std=0.1)
+    w64 = train_linear_dpgd(x, y, K, n_public=len(y), trials=trials, init_std=0.1)
+    w32 = train_linear_dpgd(x.float(), y, K, trials, n_public=len(y), init_std=0.1)
     assert w64.dtype == torch.float64 and w32.dtype == torch.float32
     torch.testing.assert_close(w64.float(), w32, rtol=1e-4, atol=1e-5)
 
@@ -142,7 +142,7 @@ def test_noise_on_zero_gradient_has_std_sigma_c_over_n_and_zero_mean():
     x, y = torch.zeros(n, d), torch.arange(n) % k
     sigmas = [0.5, 3.0, 20.0]
     w = train_linear_dpgd(
-        x, y, k, TrialBatch([1.0] * 3, [1] * 3, sigmas, [11, 12, 13]), clip_norm=clip, momentum=0.0, free_step=False
+        x, y, k, n_public=len(y), trials=TrialBatch([1.0] * 3, [1] * 3, sigmas, [11, 12, 13]), clip_norm=clip, momentum=0.0, free_step=False
     )
     for j, sigma in enumerate(sigmas):
         expected = sigma * clip / n
@@ -159,7 +159,7 @@ def test_noise_is_added_every_step_and_accumulates_as_a_random_walk():
     # ρ = 0, zero features: after T steps W = −η σ C Σ_t ξ_t / N, std √T·σC/N.
     n, d, k, steps = 40, 1000, 10, 9
     w = train_linear_dpgd(
-        torch.zeros(n, d), torch.arange(n) % k, k, TrialBatch([1.0], [steps], [2.0], [5]),
+        torch.zeros(n, d), torch.arange(n) % k, k, TrialBatch([1.0], [steps], [2.0], [5]), n_public=n,
         clip_norm=1.0, momentum=0.0, free_step=False,
     )
     assert w.std().item() == pytest.approx(steps**0.5 * 2.0 / n, rel=0.03)
@@ -167,7 +167,7 @@ def test_noise_is_added_every_step_and_accumulates_as_a_random_walk():
 
 def batch(etas, steps, sigmas, seeds, x, y, **kw):
     kw = {"clip_norm": 1.0, "momentum": 0.9, "free_step": True, "init_std": 0.05} | kw
-    return train_linear_dpgd(x, y, K, TrialBatch(etas, steps, sigmas, seeds), **kw)
+    return train_linear_dpgd(x, y, K, n_public=len(y), trials=TrialBatch(etas, steps, sigmas, seeds), **kw)
 
 
 def test_trial_weights_do_not_depend_on_the_other_trials_in_its_batch():

@@ -96,7 +96,12 @@ def test_tiny_study_end_to_end(tmp_path):
         assert whats[-1] == "final run"
         assert res["test_accuracy"] > 0.5
         prov = res["provenance"]
-        assert len(prov["feature_cache"]["content_sha256"]) == 64 and prov["config_hash"]
+        # the release carries keyed MACs of the private data's checksums, never the plain ones
+        assert len(prov["feature_cache"]["content_sha256_mac"]) == 64 and prov["config_hash"]
+        assert "content_sha256" not in prov["feature_cache"] and '"train_accuracy"' not in path.read_text()
+        assert prov["randomness"]["noise_key_fingerprint"] and "noise_seed" not in path.read_text()
+        internal = json.loads((path.parent / "internal.json").read_text())
+        assert internal["internal"].startswith("NOT FOR PUBLICATION") and internal["train_accuracy"] is not None
         assert prov["package_versions"]["torch"]
         assert (path.parent / "model.npz").exists()
     table = (tmp_path / "results" / "tables" / "linear_scaling.csv").read_text().splitlines()

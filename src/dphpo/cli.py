@@ -464,6 +464,9 @@ def _audit(args: argparse.Namespace) -> int:
             canary_norm=args.canary_norm,
             noise_scale=args.noise_scale,
             seed=args.seed,
+            neighbours=args.neighbours,
+            normalizer=args.normalizer,
+            canary=args.canary,
         )
         for eps in args.eps
     ]
@@ -479,7 +482,8 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         print(audit_table(results).to_markdown())
         print(
-            f"{models[0]} eps lower bounds (Clopper-Pearson, confidence {1 - args.alpha:g}) for claimed eps "
+            f"{models[0]} eps lower bounds (Clopper-Pearson, family-wise confidence {1 - args.alpha:g} per claim) "
+            "for claimed eps "
             + " ".join(f"{e:g}" for e in args.eps)
             + ":"
         )
@@ -489,6 +493,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """`dphpo audit`: empirical lower bounds on the ε of the linear-head trainer (exit 1 if one beats the claim)."""
+    from dphpo.audit import CANARIES, NEIGHBOURS, NORMALIZERS
     from dphpo.audit import CONFIG_DEFAULTS as d  # the defaults of the workflow's `audit:` section
 
     text = (
@@ -500,7 +505,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(handler=_audit, parser=p)
     p.add_argument("--eps", type=positive_float, nargs="+", required=True, help="claimed eps of one run (one or more)")
     p.add_argument("--delta", type=probability, default=d["delta"])
-    p.add_argument("--runs", type=positive_int, default=d["runs"], help="training runs per budget, half with the canary")
+    p.add_argument("--runs", type=positive_int, default=d["runs"], help="training runs per budget, half in each world")
     p.add_argument("--steps", type=positive_int, default=d["steps"], help="steps T of each run")
     p.add_argument("--lr", type=positive_float, default=d["lr"], help="learning rate (momentum 0.9, unit clipping)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="expected Poisson batch size: audit DP-SGD")
@@ -510,7 +515,13 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="calibration of sigma: gdp (full batch, default), prv (DP-SGD, default) or rdp (DP-SGD, as the workflow)",
     )
-    p.add_argument("--alpha", type=probability, default=d["alpha"], help="the bounds hold with confidence 1 - alpha")
+    p.add_argument(
+        "--alpha",
+        type=probability,
+        default=d["alpha"],
+        help="family-wise level: each of the m bounds of a claim is taken at alpha/m (Bonferroni), "
+        "so all hold together with confidence 1 - alpha",
+    )
     p.add_argument("--seed", type=nonnegative_int, default=d["seed"])
     p.add_argument("--data", default=d["data"], help="image dataset of the registry (raw pixels); default %(default)s")
     p.add_argument("--data-root", default="data", help="folder of downloaded datasets")
@@ -527,7 +538,28 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="white-box",
         help="white-box: every step's update; black-box: the final model's loss on the canary",
     )
-    p.add_argument("--canary-norm", type=positive_float, default=d["canary_norm"], help="norm of the canary's feature vector")
+    p.add_argument(
+        "--neighbours",
+        choices=NEIGHBOURS,
+        default=NEIGHBOURS[0],
+        help="add_remove (the workflow's adjacency): world 1 is D plus the canary, one record more; "
+        "replace_one: the canary replaces an all-zero record, the same size in both worlds",
+    )
+    p.add_argument(
+        "--normalizer",
+        choices=NORMALIZERS,
+        default=NORMALIZERS[0],
+        help="public: divide the noisy sum by the declared size |D| in both worlds (the workflow's trainer); "
+        "private_count: by each world's own record count, the OLD LEAKING trainer, to check the audit catches it",
+    )
+    p.add_argument(
+        "--canary",
+        choices=CANARIES,
+        default=CANARIES[0],
+        help="gradient: norm --canary-norm in a feature column of its own (worst-case gradient); "
+        "zero: an all-zero record, so only the worlds' sizes differ",
+    )
+    p.add_argument("--canary-norm", type=positive_float, default=d["canary_norm"], help="norm of the gradient canary")
     p.add_argument(
         "--noise-scale",
         type=positive_float,

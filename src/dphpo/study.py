@@ -17,6 +17,7 @@ import torch
 from dphpo.hpo.common import LinearHeadTrainer, MethodResult, PreparedFeatures, TrainSettings, prepare_features
 from dphpo.hpo.linear_scaling import LinearScalingConfig
 from dphpo.privacy.accountant import accountant_from_config
+from dphpo.privacy.randomness import NoiseScope, key_from_config
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.provenance import config_hash, package_versions
@@ -99,6 +100,10 @@ def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: s
         settings["extractor"] = cfg.get("extractors", {}).get(extractor)
     if dataset is not None:
         settings["dataset"] = dataset_options(cfg, dataset)
+        settings["public_n_train"] = public_train_size(cfg, dataset)
+    # another key draws other noise: every private result is recomputed (the path of the key is not hashed)
+    settings["noise_key"] = key_from_config(cfg).fingerprint()
+    settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
     return config_hash(settings)
 
 
@@ -126,7 +131,16 @@ def load_features(config: dict, path: str | Path, dataset: str, extractor: str) 
 
     # a cache built under other dataset options (subsets) or extractor settings is refused, not used
     feature_set = load_feature_cache(path, expect=expected_attrs(dataset, extractor, config))
-    return prepare_features(feature_set, train_settings(config))
+    return prepare_features(feature_set, train_settings(config), public_train_size(config, dataset))
+
+
+def public_train_size(config: dict, dataset: str) -> int:
+    """The declared public size of a study's training set (`datasets.<name>.public_n_train`, else the
+    dataset's published size capped by max_train): what the mechanism divides by, never the private count."""
+    from dphpo.data.registry import public_train_size as declared_size
+
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    return declared_size(dataset, section.get("max_train"), section.get("public_n_train"))
 
 
 def load_trainer(config: dict, path: str | Path, dataset: str, extractor: str) -> LinearHeadTrainer:
@@ -134,7 +148,14 @@ def load_trainer(config: dict, path: str | Path, dataset: str, extractor: str) -
     return LinearHeadTrainer.from_config(load_features(config, path, dataset, extractor), config)
 
 
-def provenance(config: dict, trainer: Any | None = None, result: MethodResult | None = None, **extra: Any) -> dict:
+def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int) -> NoiseScope:
+    """The private draws of one study run: the secret key (privacy.noise_key_file) scoped by every label
+    that tells two published results apart, so no two of them share noise."""
+    return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed))
+
+
+def provenance(config: dict, trainer: Any | None = None, result: MethodResult | None = None,
+               noise: NoiseScope | None = None, **extra: Any) -> dict:
     """The provenance block of every result file.
 
     accountant: how each training run was accounted — the trainer's run accountant (`describe()`:
@@ -155,6 +176,12 @@ def provenance(config: dict, trainer: Any | None = None, result: MethodResult | 
         block.update(trainer.provenance())
     else:
         block["training"] = train_settings(config).__dict__
+    if noise is not None:
+        block["randomness"] = noise.describe()
+        cache = block.get("feature_cache") or {}
+        for name in ("content_sha256", "dataset_checksum"):  # the plain checksums stay in the internal log
+            if cache.get(name):
+                cache[name + "_mac"] = noise.mac(cache[name])
     block.update(extra)
     return block
 
@@ -206,6 +233,7 @@ def validate_config(config: dict, schema: str | Path) -> None:
     check_config(config)
     registry.check_config(config)  # baselines: known names, feasible plans
     check_pretraining_config(config)  # pretrained_public names a section
+    key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
 
 
 def _schema_message(err: Exception) -> str:

@@ -1,5 +1,6 @@
 # Empirical privacy audit of the linear-head trainer (`dphpo audit`): canary runs at each claimed ε
-# of config `audit:`, lower bounds on ε beside the claims. Not part of `all`: `snakemake audit`.
+# of config `audit:` under add/remove adjacency with the trainer's public normalizer (the workflow's
+# own setting), family-wise lower bounds on ε beside the claims. Not part of `all`: `snakemake audit`.
 
 
 rule audit:

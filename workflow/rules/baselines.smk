@@ -15,6 +15,10 @@ rule run_method:
             "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
             eps=EPS_LABELS,
         ),
+        internal=expand(
+            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/internal.json",
+            eps=EPS_LABELS,
+        ),
     log:
         "results/logs/{method}/{dataset}/{extractor}/{variant}/seed{seed}.log",
     benchmark:
@@ -68,5 +72,8 @@ rule table_hpo_comparison:
         "results/logs/tables/hpo_comparison.log",
     conda:
         "../../envs/dphpo.yaml"
+    params:
+        # a table labels settings chosen on private data: editing the notes rewrites it
+        design_notes=config.get("design_notes", {}),
     script:
         "../scripts/table_hpo_comparison.py"

@@ -47,6 +47,7 @@ rule language_method:
     output:
         results="results/language/{study}/{method}/seed{seed}/results.json",
         models=directory("results/language/{study}/{method}/seed{seed}/models"),
+        internal="results/language/{study}/{method}/seed{seed}/internal.json",
     log:
         "results/logs/language/{study}/{method}/seed{seed}.log",
     benchmark:

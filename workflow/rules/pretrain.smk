@@ -1,4 +1,4 @@
-# Public pretraining (methods.md §5): train a feature extractor non-privately on public data
+# Public pretraining (docs/methods.md §5): train a feature extractor non-privately on public data
 # (a procedural synthetic dataset offline, CIFAR-100, ...). Extractors of kind `pretrained_public`
 # load the checkpoint; extract_features depends on it through `pretrained_checkpoint` (common.smk).
 

@@ -38,6 +38,10 @@ rule linear_scaling_final:
             "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
             eps=EPS_LABELS,
         ),
+        internal=expand(
+            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/internal.json",
+            eps=EPS_LABELS,
+        ),
     log:
         "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.log",
     benchmark:
@@ -61,6 +65,7 @@ rule nonprivate_reference:
     output:
         result="results/runs/{dataset}/{extractor}/nonprivate/result.json",
         model="results/runs/{dataset}/{extractor}/nonprivate/model.npz",
+        internal="results/runs/{dataset}/{extractor}/nonprivate/internal.json",
     log:
         "results/logs/nonprivate/{dataset}/{extractor}.log",
     benchmark:

@@ -1,8 +1,12 @@
-"""Pretrain the small causal LM of a language study on public text (non-private)."""
+"""Pretrain the small causal LM of a language study on public text (non-private), without the public
+texts that occur in the private corpora of the studies fine-tuned from it (dphpo.data.overlap: the
+counts are logged and kept in the checkpoint's report, `public_data.dedup`)."""
 
 from dphpo import study
 from dphpo.tasks.causal_lm import pretrain_small_lm
 
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    report = pretrain_small_lm(snakemake.params.settings, snakemake.output.checkpoint, progress=True)
-    log.info("pretrained %s: public test perplexity %.3f", snakemake.wildcards.name, report["public_test_perplexity"])
+    name = snakemake.wildcards.name
+    private = [s["data"] for s in snakemake.config["language"].get("studies", []) if s["model"].get("pretrain") == name]
+    report = pretrain_small_lm(snakemake.params.settings, snakemake.output.checkpoint, progress=True, private=private)
+    log.info("pretrained %s: public test perplexity %.3f", name, report["public_test_perplexity"])

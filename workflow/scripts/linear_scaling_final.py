@@ -9,18 +9,20 @@ wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
+    noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
     results = linear_scaling.run_final(
         trainer,
         study.linear_scaling_config(cfg),
         study.search_space(cfg),
         study.selection_rule(cfg),
         study.target_eps(cfg),
-        seed=int(wc.seed),
+        noise,
         stages=[read_json(p) for p in snakemake.input.stages],
     )
-    for result, result_path, model_path in zip(results, snakemake.output.results, snakemake.output.models):
+    out = snakemake.output
+    for result, result_path, model_path, internal_path in zip(results, out.results, out.models, out.internal):
         prov = study.provenance(
-            cfg, trainer, result, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
+            cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
         )
-        write_result(result, result_path, model_path, prov)
+        write_result(result, result_path, model_path, prov, internal_path)
         log.info("target eps=%g: total eps=%.6f, test accuracy=%.4f", result.target_eps, result.total["eps"], result.test_accuracy)

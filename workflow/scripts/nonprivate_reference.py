@@ -9,5 +9,5 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     result = nonprivate.run(trainer, study.search_space(cfg))
     prov = study.provenance(cfg, trainer, result, dataset=wc.dataset, extractor=wc.extractor)
-    write_result(result, snakemake.output.result, snakemake.output.model, prov)
+    write_result(result, snakemake.output.result, snakemake.output.model, prov, snakemake.output.internal)
     log.info("non-private reference: test accuracy %.4f at %s", result.test_accuracy, result.released)

@@ -3,6 +3,7 @@
 from dphpo import study
 from dphpo.features.build import dataset_download
 from dphpo.features.pretrain import run_pretraining
+from dphpo.privacy.randomness import key_from_config
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 name = sm.wildcards.name
@@ -16,4 +17,5 @@ with study.job_log(sm.log[0], threads=sm.threads):
         summary_path=sm.output.summary,
         data_dir=sm.params.data_dir,
         download=dataset_download(sm.config, public),
+        noise=key_from_config(sm.config).scope(pretraining=name),
     )

@@ -8,10 +8,12 @@ wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    results = registry.run_method(wc.method, trainer, cfg, seed=int(wc.seed), progress=True)
-    for result, result_path, model_path in zip(results, snakemake.output.results, snakemake.output.models):
+    noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+    results = registry.run_method(wc.method, trainer, cfg, noise, progress=True)
+    out = snakemake.output
+    for result, result_path, model_path, internal_path in zip(results, out.results, out.models, out.internal):
         prov = study.provenance(
-            cfg, trainer, result, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method=wc.method
+            cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method=wc.method
         )
-        write_result(result, result_path, model_path, prov)
+        write_result(result, result_path, model_path, prov, internal_path)
         log.info("%s target eps=%g: total eps=%.6f, test %s=%.4f", wc.method, result.target_eps, result.total["eps"], result.metric, result.test_metric)

@@ -12,4 +12,5 @@ with study.job_log(snakemake.log[0]):
         tex=snakemake.output.tex,
         figure=snakemake.output.figure,
         html_path=snakemake.output.html,
+        config=snakemake.config,
     )

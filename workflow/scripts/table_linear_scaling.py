@@ -11,4 +11,5 @@ with study.job_log(snakemake.log[0]):
         csv_path=snakemake.output.csv,
         figure=snakemake.output.figure,
         html_path=snakemake.output.html,
+        config=snakemake.config,
     )

@@ -8,6 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 THREAT_MODELS = ("white-box", "black-box")
+#: add_remove: world 1 is world 0 plus the canary (the workflow's adjacency: the worlds differ in size);
+#: replace_one: the canary replaces an all-zero record (the same size in both worlds).
+NEIGHBOURS = ("add_remove", "replace_one")
+#: What the noisy gradient sum is divided by: public, the declared size |D| in both worlds (the
+#: trainer as the workflow runs it); private_count, each world's own record count (the old, leaking trainer).
+NORMALIZERS = ("public", "private_count")
+#: gradient: s·e_c in a feature column of its own (worst-case gradient); zero: an all-zero record,
+#: whose gradient is zero, so only the worlds' sizes differ.
+CANARIES = ("gradient", "zero")
 
 #: Defaults of the `audit:` config section (workflow/schemas/config.schema.yaml) and of `dphpo audit`.
 CONFIG_DEFAULTS: dict[str, Any] = {

@@ -1,31 +1,50 @@
 """Empirical privacy audit of the linear-head DP-GD / DP-SGD trainer with a canary record.
 
 Many training runs of the real trainer (`train_linear_dpgd`, all runs of a world in one batched
-call) on two neighbouring datasets: D (world 0) and D plus one canary record (world 1), with σ
-calibrated exactly as the workflow calibrates it. Every run is scored by an attack; the scores give
-lower bounds on ε (assumption-free, Clopper–Pearson) and on μ (GDP) through `dphpo.audit.bounds`.
-A lower bound above the claimed ε (or μ) refutes the claim: the accounting or the trainer is wrong.
+call, divided by the trainer's normalizer) on two neighbouring datasets, with σ calibrated exactly
+as the workflow calibrates it. Every run is scored by an attack; the scores give lower bounds on ε
+(assumption-free, Clopper–Pearson) and on μ (GDP) through `dphpo.audit.bounds`. A lower bound above
+the claimed ε (or μ) refutes the claim: the accounting or the trainer is wrong.
 
-The canary (Nasr et al. 2021, 2023: the strongest practical canary is one whose gradient is
-orthogonal to every other gradient) is a record x_c = s·e_c in a feature direction that no other
-record uses: the audited data are D's features with one extra, all-zero column, and the canary is
-nonzero only there. Its per-sample gradient (p_c − y_c)·x_cᵀ lives in column c of W, where no other
-record's gradient reaches, so the noisy gradient's column c is the canary's clipped gradient (world 1)
-or nothing (world 0), plus the Gaussian noise. With s large, the canary's gradient is always
-clipped to norm C, the worst case the accountant assumes.
+Neighbours (`neighbours`): add_remove, the workflow's adjacency, trains D (world 0) and D plus the
+canary (world 1), so the worlds differ in size and any use of the private count shows; replace_one
+trains D plus an all-zero record (world 0) and D with the canary in its place (world 1), the same
+size in both worlds. The all-zero record has zero gradient, so both pairs differ by one clipped
+gradient in the sum and the add/remove claim applies to both.
+
+Normalizer (`normalizer`): public divides the noisy sum by the declared public size |D| = N, the
+same constant in both worlds, as the workflow's trainer does. private_count divides by each world's
+own record count (N vs N + 1 under add/remove): the old trainer, whose ÷N vs ÷(N + 1) leaks
+membership through the scale of every update, a channel the accountant does not charge. It exists
+so the audit can show it catches that bug; nothing in the workflow trains that way.
+
+The canary (`canary`): gradient (default; Nasr et al. 2021, 2023: the strongest practical canary is
+one whose gradient is orthogonal to every other gradient) is x_c = s·e_c in a feature direction no
+other record uses: the audited data are D's features with one extra, all-zero column, and the canary
+is nonzero only there, so its gradient lives in column c of W, always clipped to norm C for large s
+(the worst case the accountant assumes). zero is an all-zero record: its gradient is zero, so the
+worlds differ only in their size, the cleanest test of the normalizer.
 
 Threat models:
-- white-box (Nasr et al. 2021, "adversary sees every intermediate update"): the attacker sees every
-  step's model W_t and released noisy gradient (each a deterministic function of the sequence of
-  models), computes the canary's clipped gradient g_t at W_t and sums the per-step log-likelihood
-  ratios of "canary in" over "canary out". Full batch: LLR_t = a_t u_t − a_t²/2 with
-  u_t = ⟨n·g̃_t[:, c], g_t⟩ / (‖g_t‖ σC), a_t = ‖g_t‖/(σC); the sum is N(±μ²/2, μ²) — the exact
-  trade-off of μ-GDP, so the audit can approach the claim. Poisson rate q: LLR_t =
-  log(1 − q + q·exp(a_t u_t − a_t²/2)) (the canary is in step t's batch with probability q).
+- white-box (Nasr et al. 2021, "adversary sees every intermediate update"): the attacker knows both
+  datasets and the mechanism and sees every step's model W_t and released noisy gradient g̃_t (each
+  model a deterministic function of the earlier releases). Full batch: g̃_t is Gaussian with mean
+  S_w(W_t)/n_w and covariance (σC/n_w)² I in world w (S_w the clipped gradient sum of world w's
+  data, n_w its normalizer), so the attacker sums the exact per-step log-likelihood ratios
+      LLR_t = D log(n_1/n_0) − (‖n_1 g̃_t − S_1‖² − ‖n_0 g̃_t − S_0‖²) / (2σ²C²),   D = K·d,
+  the Neyman–Pearson statistic of the whole transcript. With a public normalizer (n_0 = n_1) it is
+  a_t u_t − a_t²/2 of the canary's clipped gradient alone, and its sum is N(±μ²/2, μ²): the exact
+  trade-off of μ-GDP, so the audit can approach the claim. Poisson rate q (the other records' batch is
+  secret): LLR_t = log(1 − q + q·exp(a_t u_t − a_t²/2)) from the projection of g̃_t on the canary's
+  clipped gradient (the canary is in step t's batch with probability q); it does not look at the
+  normalizer, so audit the private-count normalizer with full batches.
 - black-box: the attacker sees only the final model and scores the canary by minus its loss.
 
-`noise_scale` < 1 trains with less noise than calibrated: a deliberately broken mechanism, to check
-that the audit catches a false claim.
+`noise_scale` < 1 trains with less noise than calibrated: another deliberately broken mechanism.
+
+Every audit computes several bounds (ε and μ for each threat model); each is taken at level α/m
+(Bonferroni, m bounds), so a correct mechanism fails the audit with probability at most α: the
+reported confidence 1 − α is family-wise.
 """
 
 from __future__ import annotations
@@ -38,7 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dphpo.audit import CONFIG_DEFAULTS, THREAT_MODELS
+from dphpo.audit import CANARIES, CONFIG_DEFAULTS, NEIGHBOURS, NORMALIZERS, THREAT_MODELS
 from dphpo.audit.bounds import (
     achievable_bounds,
     eps_of_mu_lower,
@@ -46,11 +65,13 @@ from dphpo.audit.bounds import (
     threshold_bound,
 )
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import trial_seed
 from dphpo.privacy.accountant import make_accountant
-from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+from dphpo.privacy.randomness import public_seed
+from dphpo.train.dpgd import TrialBatch, clip_scales, clipped_sums, train_linear_dpgd
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
+#: Runs per block of the white-box attack's float64 arithmetic (bounds its memory).
+ATTACK_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -59,12 +80,12 @@ class AuditSpec:
 
     eps: float
     delta: float = CONFIG_DEFAULTS["delta"]
-    runs: int = CONFIG_DEFAULTS["runs"]  # training runs in all: half without the canary, half with it
+    runs: int = CONFIG_DEFAULTS["runs"]  # training runs in all: half in each world
     steps: int = CONFIG_DEFAULTS["steps"]
     lr: float = CONFIG_DEFAULTS["lr"]
     batch_size: int | None = None  # expected Poisson batch size (DP-SGD); None = full-batch DP-GD
     accountant: str | None = None  # gdp (full batch), prv or rdp (DP-SGD); None: gdp / prv
-    alpha: float = CONFIG_DEFAULTS["alpha"]  # the bounds hold with confidence 1 − α
+    alpha: float = CONFIG_DEFAULTS["alpha"]  # family-wise: all bounds together hold with confidence 1 − α
     clip_norm: float = 1.0
     momentum: float = 0.9
     free_step: bool = True
@@ -72,6 +93,9 @@ class AuditSpec:
     canary_label: int = 0
     noise_scale: float = 1.0  # σ used = noise_scale × calibrated σ (< 1: a broken mechanism)
     seed: int = CONFIG_DEFAULTS["seed"]
+    neighbours: str = "add_remove"  # see NEIGHBOURS
+    normalizer: str = "public"  # see NORMALIZERS; private_count is the old, leaking trainer
+    canary: str = "gradient"  # see CANARIES
 
     def __post_init__(self) -> None:
         if not (self.eps > 0 and math.isfinite(self.eps)):
@@ -96,6 +120,9 @@ class AuditSpec:
             raise ConfigError(f"audit.alpha: expected a number in (0, 1), got {self.alpha}")
         if not (self.canary_norm > 0 and self.noise_scale > 0):
             raise ConfigError("audit.canary_norm and audit.noise_scale must be positive")
+        for name, known in (("neighbours", NEIGHBOURS), ("normalizer", NORMALIZERS), ("canary", CANARIES)):
+            if getattr(self, name) not in known:
+                raise ConfigError(f"audit.{name}: expected one of {', '.join(known)}, got {getattr(self, name)!r}")
 
     @property
     def account(self) -> str:
@@ -156,7 +183,10 @@ def load_audit_data(
 
 
 def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
-    """σ making one run (ε, δ)-DP, as the workflow calibrates it (`dphpo.privacy.accountant`), and the claim it carries."""
+    """σ making one run (ε, δ)-DP, as the workflow calibrates it (`dphpo.privacy.accountant`), and its claim.
+
+    `n` is the declared public size: Poisson's rate q = batch size / n is public, like the normalizer.
+    """
     q = None if spec.batch_size is None else min(1.0, spec.batch_size / n)
     accountant = make_accountant(spec.account, spec.delta, sample_rate=q, batch_size=spec.batch_size)
     sigma = accountant.sigma_for_eps(spec.eps, spec.steps)
@@ -164,83 +194,126 @@ def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
     return {"sigma": sigma, "q": q, "mu": mu, "accountant": accountant.describe()["formula"]}
 
 
-def canary_worlds(data: AuditData, spec: AuditSpec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(x0, y0, x1, y1): D with an extra all-zero feature column, and the same plus the canary record."""
+@dataclass
+class World:
+    """One of the two neighbouring datasets: D's N records first, then its extra record if it has one."""
+
+    x: torch.Tensor  # (N or N + 1, d + 1) float32: D's features plus the canary's own, all-zero column
+    y: torch.Tensor
+    n_public: float  # what the trainer divides the noisy sum by (times q for Poisson)
+
+
+def canary_worlds(data: AuditData, spec: AuditSpec) -> tuple[World, World]:
+    """World 0 and world 1 of `spec.neighbours`, each with the divisor of `spec.normalizer` (module docstring)."""
     if not 0 <= spec.canary_label < data.num_classes:
         raise ConfigError(f"audit.canary_label: expected a class in 0..{data.num_classes - 1}, got {spec.canary_label}")
-    x0 = torch.cat([data.x.float(), torch.zeros(data.n, 1)], 1)
-    canary = torch.zeros(1, x0.shape[1])
-    canary[0, -1] = spec.canary_norm
-    x1 = torch.cat([x0, canary])
-    y1 = torch.cat([data.y.long(), torch.tensor([spec.canary_label])])
-    return x0, data.y.long(), x1, y1
+    x = torch.cat([data.x.float(), torch.zeros(data.n, 1)], 1)
+    y = data.y.long()
+    canary = torch.zeros(1, x.shape[1])
+    if spec.canary == "gradient":
+        canary[0, -1] = spec.canary_norm
+    label = torch.tensor([spec.canary_label])
+    x1, y1 = torch.cat([x, canary]), torch.cat([y, label])
+    # replace_one: world 0 holds an all-zero record (zero gradient) where world 1 holds the canary.
+    x0, y0 = (x, y) if spec.neighbours == "add_remove" else (torch.cat([x, torch.zeros_like(canary)]), y1)
+    public = spec.normalizer == "public"
+    return World(x0, y0, data.n if public else x0.shape[0]), World(x1, y1, data.n if public else x1.shape[0])
 
 
 class WhiteBoxAttack:
-    """Accumulates each run's log-likelihood ratio statistic from every step's release (see module docstring)."""
+    """Accumulates each run's log-likelihood ratio of world 1 over world 0 from every step's release.
 
-    def __init__(self, runs: int, spec: AuditSpec, sigma: float, q: float | None, normalizer: float, num_classes: int):
+    The attacker knows D, both extra records and the mechanism (the claimed σ, C and each world's
+    divisor), and recomputes the clipped gradient sums with the trainer's own `clipped_sums` at the
+    model each release was taken at; see the module docstring for the statistic.
+    """
+
+    def __init__(self, runs: int, worlds: tuple[World, World], n: int, sigma: float, spec: AuditSpec, q, classes: int):
         self.score = np.zeros(runs)
-        self.clipped = np.zeros(runs)  # steps at which the canary's gradient was clipped (a_t = 1/σ)
-        self.spec, self.sigma, self.q, self.normalizer = spec, sigma, q, normalizer
-        self.onehot = torch.nn.functional.one_hot(torch.tensor(spec.canary_label), num_classes).double()
+        self.clipped = np.zeros(runs)  # steps at which the canary's gradient was clipped
+        self.sigma_c, self.clip_norm, self.q = sigma * spec.clip_norm, spec.clip_norm, q
+        self.divisors = [w.n_public * (1.0 if q is None else q) for w in worlds]
+
+        def records(x, y):
+            x = x.double()
+            return x, x.norm(dim=1), torch.nn.functional.one_hot(y, classes).double()
+
+        self.base = records(worlds[0].x[:n], worlds[0].y[:n])  # D, in both worlds
+        self.extra = [records(w.x[n:], w.y[n:]) for w in worlds]  # each world's own record (maybe none)
+
+    def _sum(self, records, w: torch.Tensor) -> torch.Tensor:
+        """Σ clip_C(∇ℓ) over `records` at every model w (H, K, d), as the trainer sums it."""
+        if records[0].shape[0] == 0:
+            return torch.zeros_like(w)
+        return clipped_sums(*records, w, clip_scales(self.clip_norm))
 
     def __call__(self, t: int, index: np.ndarray, weights: torch.Tensor, noisy_grad: torch.Tensor) -> None:
-        s, c = self.spec.canary_norm, self.spec.clip_norm
-        w_c = weights[:, :, -1].detach().double().cpu()  # the canary column of each model
-        obs = noisy_grad[:, :, -1].detach().double().cpu() * self.normalizer  # clipped sum + noise in that column
-        resid = torch.softmax(s * w_c, dim=1) - self.onehot  # p_c − y_c
-        g = resid * s  # the canary's gradient in column c
-        norm = g.norm(dim=1).clamp_min(1e-300)
-        g = g * (c / norm).clamp_max(1.0).unsqueeze(1)  # clipped, as the trainer clips it
-        g_norm = g.norm(dim=1).clamp_min(1e-300)
-        a = g_norm / (self.sigma * c)
-        u = (obs * g).sum(dim=1) / (g_norm * self.sigma * c)
-        z = a * u - a * a / 2.0
-        llr = z if self.q is None else torch.logaddexp(torch.full_like(z, math.log1p(-self.q)), math.log(self.q) + z)
-        self.score[index] += llr.numpy()
-        self.clipped[index] += (norm >= c * (1 - 1e-9)).numpy()
+        for lo in range(0, len(index), ATTACK_BLOCK):
+            w = weights[lo : lo + ATTACK_BLOCK].detach().cpu().double()
+            obs = noisy_grad[lo : lo + ATTACK_BLOCK].detach().cpu().double()
+            e0, e1 = (self._sum(r, w) for r in self.extra)
+            n0, n1 = self.divisors
+            if self.q is None:
+                base = self._sum(self.base, w)
+                r0, r1 = n0 * obs - base - e0, n1 * obs - base - e1  # σC·ξ under world 0 / world 1
+                # ‖r1‖² − ‖r0‖² as ⟨r1 − r0, r1 + r0⟩: no cancellation between two large norms.
+                quad = ((r1 - r0) * (r1 + r0)).sum(dim=(1, 2))
+                llr = obs[0].numel() * math.log(n1 / n0) - quad / (2.0 * self.sigma_c**2)
+            else:
+                g = e1 - e0  # the canary's clipped gradient (the record it replaces has none)
+                g_norm = g.norm(dim=(1, 2)).clamp_min(1e-300)
+                a = g_norm / self.sigma_c
+                z = a * (n1 * obs * g).sum(dim=(1, 2)) / (g_norm * self.sigma_c) - a * a / 2.0
+                llr = torch.logaddexp(torch.full_like(z, math.log1p(-self.q)), math.log(self.q) + z)
+            idx = index[lo : lo + ATTACK_BLOCK]
+            self.score[idx] += llr.numpy()
+            self.clipped[idx] += self._canary_clipped(w)
+
+    def _canary_clipped(self, w: torch.Tensor) -> np.ndarray:
+        x, x_norm, onehot = (r[-1] for r in self.extra[1])  # the canary: world 1's last record
+        norm = (torch.softmax(w @ x, dim=1) - onehot).norm(dim=1) * x_norm
+        return (norm >= self.clip_norm * (1 - 1e-9)).numpy()
 
 
-def black_box_scores(weights: torch.Tensor, spec: AuditSpec) -> np.ndarray:
+def black_box_scores(weights: torch.Tensor, canary: torch.Tensor, label: int) -> np.ndarray:
     """Minus the cross-entropy of the canary under each final model (high: the model fits the canary)."""
-    logits = spec.canary_norm * weights[:, :, -1].double()
+    logits = weights.double() @ canary.double()
     return -torch.nn.functional.cross_entropy(
-        logits, torch.full((logits.shape[0],), spec.canary_label, dtype=torch.long), reduction="none"
+        logits, torch.full((logits.shape[0],), label, dtype=torch.long), reduction="none"
     ).numpy()
 
 
-def train_world(
-    x, y, num_classes, spec: AuditSpec, sigma_used: float, q: float | None, world: int, attack, progress: bool
-):
+def train_world(world: World, index: int, num_classes, spec: AuditSpec, sigma_used: float, q, attack, progress: bool):
+    """spec.runs // 2 runs of the workflow's trainer on one world, with that world's divisor."""
     runs = spec.runs // 2
     trials = TrialBatch(
         [spec.lr] * runs,
         [spec.steps] * runs,
         [sigma_used] * runs,
-        [trial_seed("audit", spec.seed, world, i) for i in range(runs)],
+        [public_seed("audit", spec.seed, index, i) for i in range(runs)],
     )
     return train_linear_dpgd(
-        x,
-        y,
+        world.x,
+        world.y,
         num_classes,
         trials,
+        n_public=world.n_public,
         clip_norm=spec.clip_norm,
         momentum=spec.momentum,
         free_step=spec.free_step,
         progress=progress,
-        desc=f"audit eps={spec.eps:g} world {world}",
+        desc=f"audit eps={spec.eps:g} world {index}",
         sample_rate=q,
         on_step=attack,
     )
 
 
 def ideal_llr_achievable(
-    sigma: float, q: float, steps: int, n_eval: int, spec: AuditSpec, samples: int = 200_000
+    sigma: float, q: float, steps: int, n_eval: int, spec: AuditSpec, alpha: float, samples: int = 200_000
 ) -> dict:
     """Context for DP-SGD: the bounds the optimal white-box attack can expect, from its exact per-step model
     (canary in each batch with probability q, always clipped), sampled — not an audit."""
-    rng = np.random.default_rng(trial_seed("audit-achievable", spec.seed))
+    rng = np.random.default_rng(public_seed("audit-achievable", spec.seed))
     a = 1.0 / sigma
 
     def llr(present: bool) -> np.ndarray:
@@ -259,7 +332,7 @@ def ideal_llr_achievable(
         grid,
         n_eval,
         n_eval,
-        alpha=spec.alpha,
+        alpha=alpha,
         delta=spec.delta,
     )
     res["eps_gdp"] = eps_of_mu_lower(res["mu"], spec.delta)
@@ -290,7 +363,7 @@ class AuditResult:
 
 
 def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, progress: bool = False) -> AuditResult:
-    """Train spec.runs runs (half with the canary), attack them, and bound ε and μ from below."""
+    """Train spec.runs runs (half in each world), attack them, and bound ε and μ from below (family-wise level α)."""
     from dphpo.provenance import provenance
 
     unknown = sorted(set(threat_models) - set(THREAT_MODELS))
@@ -300,37 +373,43 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
     claim = calibrate(spec, data.n)
     sigma_used = claim["sigma"] * spec.noise_scale
     q = claim["q"] if claim["q"] is not None and claim["q"] < 1.0 else None
-    x0, y0, x1, y1 = canary_worlds(data, spec)
-    # The attacker rescales the released average by the size of D ∪ {canary} (its hypothesis "in").
-    normalizer = (data.n + 1) * (1.0 if q is None else q)
+    worlds = canary_worlds(data, spec)
     half = spec.runs // 2
     scores: dict[str, list[np.ndarray]] = {m: [] for m in THREAT_MODELS}
     clipped = []
-    for world, (x, y) in enumerate(((x0, y0), (x1, y1))):
-        attack = WhiteBoxAttack(half, spec, claim["sigma"], q, normalizer, data.num_classes)
-        weights = train_world(x, y, data.num_classes, spec, sigma_used, q, world, attack, progress)
+    for index, world in enumerate(worlds):
+        attack = WhiteBoxAttack(half, worlds, data.n, claim["sigma"], spec, q, data.num_classes)
+        weights = train_world(world, index, data.num_classes, spec, sigma_used, q, attack, progress)
         scores["white-box"].append(attack.score)
-        scores["black-box"].append(black_box_scores(weights, spec))
+        scores["black-box"].append(black_box_scores(weights, worlds[1].x[-1], spec.canary_label))
         clipped.append(attack.clipped)
     train_s = time.perf_counter() - started
 
+    # Bonferroni: an ε and a μ bound per threat model, each at level α/m, so that a correct mechanism
+    # passes every one of them with probability at least 1 − α (the reported, family-wise confidence).
+    bounds_in_family = 2 * len(threat_models)
+    alpha_bound = spec.alpha / bounds_in_family
     n_eval = half - half // 2
     if q is None:
-        ceiling = gaussian_achievable(claim["mu"], n_eval, n_eval, alpha=spec.alpha, delta=spec.delta)
+        ceiling = gaussian_achievable(claim["mu"], n_eval, n_eval, alpha=alpha_bound, delta=spec.delta)
     else:
-        ceiling = ideal_llr_achievable(claim["sigma"], q, spec.steps, n_eval, spec)
+        ceiling = ideal_llr_achievable(claim["sigma"], q, spec.steps, n_eval, spec, alpha_bound)
     rows = []
     for model in threat_models:
         out, inn = scores[model]
-        rng = np.random.default_rng(trial_seed("audit-split", spec.seed, model))
-        eps_b = threshold_bound(out, inn, kind="eps", alpha=spec.alpha, delta=spec.delta, rng=rng)
-        mu_b = threshold_bound(out, inn, kind="mu", alpha=spec.alpha, delta=spec.delta, rng=rng)
+        rng = np.random.default_rng(public_seed("audit-split", spec.seed, model))
+        eps_b = threshold_bound(out, inn, kind="eps", alpha=alpha_bound, delta=spec.delta, rng=rng)
+        mu_b = threshold_bound(out, inn, kind="mu", alpha=alpha_bound, delta=spec.delta, rng=rng)
         eps_gdp = eps_of_mu_lower(mu_b.value, spec.delta)
         exact_gdp = claim["mu"] is not None
         ok = eps_b.value <= spec.eps and (not exact_gdp or mu_b.value <= claim["mu"])
         rows.append(
             {
                 "mechanism": spec.mechanism,
+                "neighbours": spec.neighbours,
+                "normalizer": spec.normalizer,
+                "divisors": [w.n_public for w in worlds],
+                "canary": spec.canary,
                 "threat_model": model,
                 "claimed_eps": spec.eps,
                 "delta": spec.delta,
@@ -346,6 +425,9 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
                 "achievable_eps": ceiling["eps"],
                 "achievable_eps_gdp": ceiling["eps_gdp"],
                 "confidence": 1.0 - spec.alpha,
+                "alpha_family": spec.alpha,
+                "bounds_in_family": bounds_in_family,
+                "alpha_per_bound": alpha_bound,
                 "pass": bool(ok),
                 "eps_test": eps_b.to_dict(),
                 "mu_test": mu_b.to_dict(),
@@ -360,6 +442,12 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         "train_seconds": train_s,
         "total_seconds": total_s,
         "achievable": ceiling,
+        "family_wise": {
+            "alpha": spec.alpha,
+            "bounds": bounds_in_family,
+            "alpha_per_bound": alpha_bound,
+            "correction": "Bonferroni",
+        },
     }
     prov = provenance(
         asdict(spec),
@@ -367,7 +455,7 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         data_checksum=data.checksum,
         n_train=data.n,
         accountant=claim["accountant"],
-        seeds={"audit": spec.seed, "trial_seed_keys": "('audit', seed, world, run)"},
+        seeds={"audit": spec.seed, "public_seed_labels": "('audit', seed, world, run)"},
     )
     return AuditResult(spec, claim, rows, diagnostics, prov)
 

@@ -11,6 +11,9 @@ from dphpo.report.tables import Table
 
 COLUMNS = {
     "mechanism": "mechanism",
+    "neighbours": "neighbours",
+    "normalizer": "normalizer",
+    "canary": "canary",
     "threat_model": "threat model",
     "claimed_eps": "claimed ε",
     "delta": "δ",
@@ -22,7 +25,8 @@ COLUMNS = {
     "eps_lower_gdp": "ε lower (GDP)",
     "achievable_eps": "achievable ε (CP)",
     "achievable_eps_gdp": "achievable ε (GDP)",
-    "confidence": "confidence",
+    "confidence": "confidence (family-wise)",
+    "bounds_in_family": "bounds in family",
     "verdict": "verdict",
     "time_s": "time (s)",
 }
@@ -40,12 +44,16 @@ def audit_table(results: Sequence[AuditResult]) -> Table:
         columns=list(COLUMNS.values()),
         rows=rows,
         caption=(
-            "Empirical privacy audit of the linear-head trainer: each row trains `runs` runs (half with a canary "
-            "record, half without) at the claimed (ε, δ), which is what one run spends, and bounds ε from below."
+            "Empirical privacy audit of the linear-head trainer: each row trains `runs` runs (half in each of two "
+            "neighbouring worlds) at the claimed (ε, δ), which is what one run spends, and bounds ε from below."
         ),
         notes=[
-            f"Data: {data}, plus one all-zero feature column that only the canary uses (its gradient is "
-            "orthogonal to every other record's).",
+            f"Data: {data}, plus one all-zero feature column that only the gradient canary uses (its gradient is "
+            "orthogonal to every other record's); the zero canary is an all-zero record (zero gradient).",
+            "neighbours: add_remove (the workflow's adjacency) trains D and D plus the canary, one record more; "
+            "replace_one swaps an all-zero record for the canary (same size). normalizer: public divides the noisy "
+            "sum by the declared size |D| in both worlds, as the workflow's trainer does; private_count divides by "
+            "each world's own record count, the old trainer, whose ÷N vs ÷(N + 1) leaks membership.",
             "ε lower (CP): assumption-free; the best threshold attack, chosen on half the runs and evaluated on "
             "the other half with Clopper–Pearson bounds on both error rates (Jagielski et al. 2020; Nasr et al. 2021).",
             "μ lower: from the same kind of test against the μ-GDP trade-off curve; ε lower (GDP) is its ε at δ, "
@@ -53,6 +61,9 @@ def audit_table(results: Sequence[AuditResult]) -> Table:
             "approximate for DP-SGD; Nasr et al. 2023).",
             "achievable: what the optimal attack on the claimed mechanism can expect to certify with this many "
             "held-out runs (expected counts, best threshold).",
+            "confidence (family-wise): the ε and μ bounds of every threat model audited for one claimed ε form "
+            "one family of m = `bounds in family` bounds, each taken at level α/m (Bonferroni), so a correct "
+            "mechanism fails any of them with probability at most α; k claimed ε are k such families.",
             "verdict: fail when a lower bound exceeds the claim (ε, or μ for an exact GDP claim).",
         ],
     )

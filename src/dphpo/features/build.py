@@ -89,6 +89,10 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
         raise DatasetError(f"{err}\n(datasets.{dataset}.download is false: no download was attempted)") from None
     t_load = time.perf_counter() - t0
     log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
+    if ext.kind == "pretrained_public":  # by content too: a renamed copy of the public data is refused
+        from dphpo.data.overlap import check_public_checksum
+
+        check_public_checksum(ext.attrs(), ds, f"extract_features {dataset} with {extractor}")
 
     batch_size = int(spec.get("batch_size") or ext.default_batch_size)
     t1 = time.perf_counter()

@@ -31,10 +31,13 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from dphpo.privacy.randomness import NoiseScope
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError, dataclass_from_section
 
@@ -81,10 +84,11 @@ class PrivateStageConfig:
         if int(self.batch_size) < 1:
             raise ConfigError(f"{where}.batch_size must be >= 1, got {self.batch_size}")
 
-    def plan(self, n_train: int) -> dict[str, Any]:
-        """Sampling rate q = B/N and steps T = ⌈epochs/q⌉ for N private training examples."""
-        q = min(1.0, self.batch_size / n_train)
-        return {"n_train": int(n_train), "sample_rate": q, "steps": max(1, math.ceil(self.epochs / q))}
+    def plan(self, n_public: int) -> dict[str, Any]:
+        """Sampling rate q = B/N and steps T = ⌈epochs/q⌉ for a private training set of declared public
+        size N (`dphpo.data.registry.public_train_size`: never the private count)."""
+        q = min(1.0, self.batch_size / n_public)
+        return {"n_public": int(n_public), "sample_rate": q, "steps": max(1, math.ceil(self.epochs / q))}
 
 
 def check_private_stage(section: Mapping[str, Any], public_dataset: str, norm: str, where: str) -> PrivateStageConfig:
@@ -119,17 +123,19 @@ def check_study_overlap(config: Mapping[str, Any]) -> None:
             )
 
 
-def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data_dir: str | Path = "data",
+def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: "NoiseScope", *, data_dir: str | Path = "data",
                        download: bool = True, device: str | torch.device = "cpu",
                        progress: bool = True) -> tuple[Any, dict[str, Any]]:
     """The private stage: DP-SGD on `cfg.dataset`'s training split from the public weights.
 
     `model` is the public stage's FeatureNet (GroupNorm); its head is replaced by a freshly initialised
     (seeded) head for the private classes. `input_spec` is the public stage's input convention
-    (resolution, mean, std). Returns (model, record) where record holds the plan, σ, the ledger and
-    the guarantee.
+    (resolution, mean, std). Poisson batches and noise come from `noise` (the secret key,
+    `dphpo.privacy.randomness`); the head's initialisation from the public `cfg.seed`. Returns (model,
+    record) where record holds the plan, σ, the ledger and the guarantee (no private count or checksum).
     """
     from dphpo.data import load_dataset
+    from dphpo.data.registry import public_train_size
     from dphpo.features.extractors import images_to_tensor, resolve_device
     from dphpo.features.pretrain import evaluate
     from dphpo.errors import DPHPOError
@@ -139,7 +145,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
 
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
-    plan = cfg.plan(data.n_train)
+    plan = cfg.plan(public_train_size(cfg.dataset, cfg.max_train))
     q, steps = plan["sample_rate"], plan["steps"]
     accountant = PrvAccountant(cfg.delta, q, cfg.eps_error)
     try:
@@ -165,7 +171,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
 
     model, trace = train_dpsgd(
         model, batch_inputs, labels, sample_rate=q, steps=steps, sigma=sigma, clip_norm=cfg.clip_norm,
-        lr=cfg.lr, momentum=cfg.momentum, seed=cfg.seed, progress=progress,
+        n_public=plan["n_public"], lr=cfg.lr, momentum=cfg.momentum, seed=noise.seed("private_stage"), progress=progress,
         desc=f"DP continual pre-training on {cfg.dataset}",
     )
     ledger = Ledger([accountant.entry(f"DP continual pre-training on {cfg.dataset}", sigma, steps)])
@@ -175,11 +181,12 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, *, data
     test_acc, _ = evaluate(model, data.test_inputs, data.test_labels, resolution=input_spec["resolution"],
                            mean=input_spec["mean"], std=input_spec["std"], device=device)
     record = {
-        "dataset": {"name": data.name, "checksum": data.checksum, "source": data.source, "license": data.license,
-                    "n_train": int(data.n_train), "num_classes": int(data.num_classes)},
+        "dataset": {"name": data.name, "checksum_mac": noise.mac(data.checksum), "source": data.source,
+                    "license": data.license, "num_classes": int(data.num_classes)},
         "config": dataclasses.asdict(cfg),
-        "plan": plan | {"sigma": sigma, "expected_batch": q * data.n_train},
-        "trace": trace,
+        "plan": plan | {"sigma": sigma, "expected_batch": q * plan["n_public"]},
+        "randomness": noise.describe(),
+        "trace": {"steps": trace["steps"]},  # its mean Poisson batch is a private statistic (log only)
         "privacy": ledger.to_dict(cfg.delta),
         "guarantee": {"eps": total["eps"], "delta": cfg.delta, "accountant": total["accountant"],
                       "adjacency": "add_remove", "unit": f"one record of {data.name} (train split)"},

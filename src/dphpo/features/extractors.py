@@ -176,6 +176,9 @@ class Extractor:
 
     kind = "base"
     modality = "any"  # "image" | "text" | "any"
+    # the dataset the weights were publicly pretrained on, a registry name or "imagenet" (no registry
+    # entry); None: no pretraining, or one known only from the config (`public_pretraining_dataset`)
+    public_pretraining: str | None = None
 
     def __init__(self, name: str, spec: dict | None = None):
         self.name = name
@@ -368,6 +371,7 @@ def load_lite0_packaged(num_classes: int = 1000) -> torch.nn.Module:
 
 class EfficientNetLite0Packaged(TorchImageExtractor):
     kind = "efficientnet_lite0_packaged"
+    public_pretraining = "imagenet"
 
     def __init__(self, name: str, spec: dict | None = None):
         super().__init__(name, spec)
@@ -397,6 +401,7 @@ class EfficientNetLite0Packaged(TorchImageExtractor):
 
 class TimmExtractor(TorchImageExtractor):
     kind = "timm"
+    public_pretraining = "imagenet"  # ImageNet-1k/21k/22k tags, as every model of config/paper.yaml
 
     def __init__(self, name: str, spec: dict | None = None):
         super().__init__(name, spec)
@@ -638,7 +643,7 @@ def upstream_privacy(private_stage: dict | None) -> dict | None:
     return {
         "what": "DP continual pre-training of the extractor (seed 003)",
         "dataset": data["name"],
-        "dataset_checksum": data["checksum"],
+        "dataset_checksum_mac": data["checksum_mac"],
         "eps": guarantee["eps"],
         "delta": guarantee["delta"],
         "accountant": guarantee["accountant"],
@@ -669,6 +674,15 @@ def get_extractor(name: str, spec: dict) -> Extractor:
             f"extractors.{name}.kind: unknown extractor kind {kind!r}; known kinds: {', '.join(EXTRACTOR_KINDS)}"
         )
     return EXTRACTOR_KINDS[kind](name, spec)
+
+
+def public_pretraining_dataset(spec: dict, pretraining: dict) -> str | None:
+    """The dataset an extractor (config section `spec`) was publicly pretrained on: its kind's, or for
+    `pretrained_public` the `public_dataset` of its `pretraining` section (None when it has none)."""
+    if spec.get("kind") == "pretrained_public":
+        return (pretraining.get(spec.get("pretrain")) or {}).get("public_dataset")
+    kind = EXTRACTOR_KINDS.get(spec.get("kind"))
+    return kind.public_pretraining if kind else None
 
 
 def check_modality(extractor: Extractor, dataset_name: str, dataset_modality: str) -> None:

@@ -1,6 +1,6 @@
 """Public pretraining: train a feature extractor non-privately on public data, save a checkpoint.
 
-methods.md §5 and seed 000: when there is no (real) public data, the paper linear-probes a
+docs/methods.md §5 and seed 000: when there is no (real) public data, the paper linear-probes a
 WideResNet-16-4 pretrained on synthetic images that do not resemble real images (App. A, "CIFAR
 from scratch"); in the Koskela & Kulkarni setting (Table 2) it linear-probes a ResNet-20 pretrained
 on CIFAR-100. Both are `pretraining.<name>` config sections here; an extractor of kind
@@ -129,7 +129,8 @@ class PretrainConfig:
 
 
 def check_pretraining_config(config: Mapping[str, Any]) -> None:
-    """Cross-checks the schema cannot express: every `pretrained_public` extractor names a section."""
+    """Cross-checks the schema cannot express: every `pretrained_public` extractor names a section,
+    and no study trains privately on its extractor's pretraining data (public or private stage)."""
     sections = config.get("pretraining", {}) or {}
     for name, section in sections.items():
         PretrainConfig.from_config(section, name)
@@ -143,8 +144,10 @@ def check_pretraining_config(config: Mapping[str, Any]) -> None:
         if pre not in sections and not spec.get("checkpoint"):
             raise ConfigError(f"extractors.{name}.pretrain: {pre!r} is not defined under `pretraining` "
                               f"(defined: {', '.join(sorted(sections)) or 'none'})")
+    from dphpo.data.overlap import check_study_extractors
     from dphpo.features.continual import check_study_overlap
 
+    check_study_extractors(config)  # public pretraining data (by name; STL-10/ImageNet warns)
     check_study_overlap(config)
 
 
@@ -414,8 +417,9 @@ def network_from_checkpoint(ckpt: dict) -> FeatureNet:
 
 def run_pretraining(name: str, section: Mapping[str, Any], out_path: str | Path, *, data_dir: str | Path = "data",
                     download: bool = True, summary_path: str | Path | None = None,
-                    device: str | torch.device | None = None, progress: bool = True) -> dict:
-    """Everything the `pretrain_public` rule does: load public data, train, save; returns the summary."""
+                    device: str | torch.device | None = None, progress: bool = True, noise=None) -> dict:
+    """Everything the `pretrain_public` rule does: load public data, train, save; returns the summary.
+    `noise` (a `dphpo.privacy.randomness.NoiseScope`) is required when the section has a private stage."""
     cfg = PretrainConfig.from_config(section, name)
     t0 = time.perf_counter()
     dataset = load_public_dataset(cfg, data_dir, download)
@@ -429,7 +433,9 @@ def run_pretraining(name: str, section: Mapping[str, Any], out_path: str | Path,
         from dphpo.features.continual import PrivateStageConfig, continue_privately
 
         stage = PrivateStageConfig.from_config(cfg.private_stage, f"pretraining.{name}.private_stage")
-        model, private = continue_privately(model, stage, record["input"], data_dir=data_dir, download=download,
+        if noise is None:
+            raise ConfigError(f"pretraining.{name}.private_stage: needs the secret noise key (a NoiseScope)")
+        model, private = continue_privately(model, stage, record["input"], noise, data_dir=data_dir, download=download,
                                             device=device or cfg.device, progress=progress)
     ckpt = make_checkpoint(name, cfg, dataset, model, record, private)
     digest = save_checkpoint(ckpt, out_path, summary_path)

@@ -1,15 +1,21 @@
-"""What every HPO method shares: the trainer it runs on, seeds, and the result record.
+"""What every HPO method shares: the trainer it runs on, and the release and internal records.
 
-Interface of a method (architecture.md): (trainer, target budgets, search space, selection, seed) →
-one MethodResult per target ε, holding the released model, its test metric, the trial records and
-the ledger of every release. The trainer is any `dphpo.train.protocol.PrivateTrainer`; the batched
+Interface of a method (architecture.md): (trainer, config, noise scope, progress) → one MethodResult
+per target ε, holding the released model, its test metric, the trial records and the ledger of every
+release. Every private draw comes from the noise scope (`dphpo.privacy.randomness`), whose key is
+secret; no seed is recorded.
+
+A result is written twice (docs/privacy.md): `result.json` is the *release*, holding only what the
+stated (ε, δ) covers — the model's hyperparameters, the noisy scores that were accounted, test
+metrics, the ledger, the total — and `internal.json` the internal log (exact training metrics,
+sizes, every trial of a method whose guarantee covers the best one only), marked not for
+publication. Tables read releases only. The trainer is any `dphpo.train.protocol.PrivateTrainer`; the batched
 linear head (`LinearHeadTrainer` over `PreparedFeatures` with `TrainSettings`) is the paper's.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,24 +37,12 @@ __all__ = [
     "TrainSettings",
     "TrialOutcome",
     "prepare_features",
+    "release_record",
     "released_model",
     "result_metrics",
-    "rng_for",
     "trial_metrics",
-    "trial_seed",
     "write_result",
 ]
-
-
-def trial_seed(*keys: object) -> int:
-    """A 63-bit seed derived deterministically from keys (method, study seed, stage, trial, ...)."""
-    digest = hashlib.sha256(repr(keys).encode()).digest()
-    return int.from_bytes(digest[:8], "little") >> 1
-
-
-def rng_for(*keys: object) -> np.random.Generator:
-    """A numpy generator seeded from keys: same keys, same draws, on any machine."""
-    return np.random.default_rng(trial_seed(*keys))
 
 
 def trial_metrics(trainer: PrivateTrainer, outcome: TrialOutcome, index: int) -> dict:
@@ -98,6 +92,11 @@ class MethodResult:
     test_metric: float | None = None  # default: test_accuracy
     train_metric: float | None = None  # default: train_accuracy
     save_model: Callable[[Any], None] | None = None  # writes the released model (default: weights to npz)
+    # Which trials the guarantee covers: "all" when every trial is its own accounted release (composed
+    # runs), "selected" when only the best one is (Papernot–Steinke, Koskela: their theorems cover
+    # releasing the best; the other trials, and how many there were, stay in the internal log).
+    trials_released: str = "all"
+    internal: dict = field(default_factory=dict)  # what the internal log adds (never in the release)
 
     def __post_init__(self) -> None:
         if self.metric == "accuracy":
@@ -111,6 +110,10 @@ class MethodResult:
         return self.ledger.total(self.delta)
 
     def record(self, provenance: dict) -> dict:
+        """The internal log: everything, marked not for publication."""
+        return {"internal": INTERNAL_NOTICE} | self._record(provenance) | {"internal_fields": self.internal}
+
+    def _record(self, provenance: dict) -> dict:
         total = self.total
         return {
             "method": self.method,
@@ -134,10 +137,57 @@ class MethodResult:
         }
 
 
-def write_result(result: MethodResult, result_path: str | Path, model_path: str | Path, provenance: dict) -> None:
-    """result.json (all numbers, ledger, provenance) and the released model, both atomic."""
+INTERNAL_NOTICE = (
+    "NOT FOR PUBLICATION: internal log of the run. It holds exact statistics of the private data that "
+    "the stated (eps, delta) does not cover; publish result.json (the release) and the model only."
+)
+RELEASE_NOTICE = (
+    "release: every field is covered by total_eps/total_delta (hyperparameters, accounted noisy scores, "
+    "test metrics, the ledger); exact training statistics are in the internal log only"
+)
+#: Trial fields a release may carry when the guarantee covers the trial: its hyperparameters, its
+#: noise, its accounted noisy score, OSO's adapted values (post-processing of its noisy releases), and
+#: any test_<metric> (the test data are public).
+RELEASED_TRIAL_FIELDS = frozenset(
+    {"eta", "steps", "r", "r_requested", "sigma", "mu", "standalone_eps", "score", "stage", "accounting",
+     "nu", "nu_g", "nu_q", "final_clip", "final_lr", "mu_before_amplification"}
+)
+#: Keys never released anywhere in a record: exact statistics or sizes of the private data.
+#: Checksums of the private data are exact functions of it (a membership oracle for anyone holding a
+#: candidate dataset): the release carries their keyed MACs instead (`NoiseScope.mac`).
+INTERNAL_KEYS = frozenset(
+    {"subsample_size", "mean_batch", "batch", "n_train", "n_train_texts", "train_tokens", "K", "capped",
+     "content_sha256", "dataset_checksum"}
+    # exact training metrics: a new, unaccounted query on the private data (train_<metric>)
+    | {"train_accuracy", "train_metric", "train_perplexity", "train_accuracy_subsample", "train_loss"}
+)
+
+
+def _covered(value: Any) -> Any:
+    """`value` without private statistics (INTERNAL_KEYS), recursively."""
+    if isinstance(value, dict):
+        return {k: _covered(v) for k, v in value.items() if k not in INTERNAL_KEYS}
+    if isinstance(value, list):
+        return [_covered(v) for v in value]
+    return value
+
+
+def release_record(result: MethodResult, provenance: dict) -> dict:
+    """The release: what the stated (ε, δ) covers, nothing else (module docstring)."""
+    full = _covered(result._record(provenance))
+    trials = full["trials"] if result.trials_released == "all" else []
+    full["trials"] = [{k: v for k, v in t.items() if k in RELEASED_TRIAL_FIELDS or k.startswith("test_")} for t in trials]
+    full["trials_released"] = result.trials_released
+    return {"release": RELEASE_NOTICE} | full
+
+
+def write_result(
+    result: MethodResult, result_path: str | Path, model_path: str | Path, provenance: dict, internal_path: str | Path
+) -> None:
+    """result.json (the release), internal.json (the internal log) and the released model, all atomic."""
     if result.save_model is not None:
         result.save_model(model_path)
     else:
         save_weights(result.weights, model_path)
-    write_json(result_path, result.record(provenance))
+    write_json(internal_path, result.record(provenance))
+    write_json(result_path, release_record(result, provenance))

@@ -1,4 +1,4 @@
-"""Grid search (methods.md §4): the oracle and the accounted version.
+"""Grid search (docs/methods.md §4): the oracle and the accounted version.
 
 - `grid_oracle`: every grid point trained at the full budget, the best reported — chosen on TEST
   data, and the search itself not accounted. It is the ceiling the paper compares against
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.random_search import baselines_section, context, full_budget_mu, plan_run_mu, run_composed
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.protocol import PrivateTrainer, best_index
@@ -66,7 +67,7 @@ class GridConfig:
         return [(float(e), int(t)) for e in etas for t in sorted(set(steps))]
 
 
-def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     # every grid point is one run at the full budget: any run accountant calibrates it (exact GDP for
     # the linear head, PRV for the fine-tuning trainers)
     accountant, space, _, targets = context(config, trainer, any_accountant=True)
@@ -80,7 +81,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
             eta.append(e)
             steps.append(t)
             sigma.append(accountant.sigma_for_mu(mu, t) if gdp else accountant.sigma_for_eps(target, t))
-            seeds.append(trial_seed(ORACLE, seed, f"{target:.10g}", i))
+            seeds.append(noise.seed(ORACLE, f"{target:.10g}", i))
             owner.append(target)
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
     owner_arr = np.asarray(owner)
@@ -95,7 +96,6 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
                 "r": eta[j] * steps[j],
                 "sigma": sigma[j],
                 "mu": mu if gdp else None,
-                "noise_seed": seeds[j],
             }
             | trial_metrics(trainer, outcome, j)
             for j in idx
@@ -115,7 +115,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
                 delta=delta,
                 **released_model(trainer, outcome, idx[best]),
                 **result_metrics(trainer, outcome, idx[best]),
-                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")}
+                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")}
                 | {"standalone_eps": eps_from_mu(mu, delta) if gdp else accountant.standalone_eps(chosen["sigma"], chosen["steps"]),
                    "trial": best},
                 ledger=ledger,
@@ -139,7 +139,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, seed: int, progress: bool 
     return results
 
 
-def run_accounted(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_accounted(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     _, space, selection, targets = context(config, trainer)
     grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     return run_composed(
@@ -147,7 +147,7 @@ def run_accounted(trainer: PrivateTrainer, config: dict, seed: int, progress: bo
         trainer,
         selection,
         {t: grid for t in targets},
-        seed,
+        noise,
         search_info={
             "definition": "every grid point at mu_run, all composed, honest selection",
             "grid": [list(p) for p in grid],

@@ -1,6 +1,6 @@
 """Koskela & Kulkarni (NeurIPS 2023): P&S tuning on a Poisson subsample, final run on all data.
 
-RECONSTRUCTION (methods.md §4: the paper's body text was not available; this follows its abstract
+RECONSTRUCTION (docs/methods.md §4: the paper's body text was not available; this follows its abstract
 and the description in seed 000 §5.2):
 1. X1 ⊂ X: every training example kept independently with probability q (secret; the indices are
    never released).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics
 from dphpo.hpo.papernot_steinke import (
     CappedTrialsLedger,
     PSConfig,
@@ -38,6 +38,7 @@ from dphpo.hpo.papernot_steinke import (
 )
 from dphpo.hpo.random_search import BUDGET_SAFETY, baselines_section, candidate_sampling, context
 from dphpo.hpo.selection import SelectionRule
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import LedgerEntry
 from dphpo.privacy.rdp import poisson_subsampled_rdp, ps_gdp_rdp
@@ -146,10 +147,12 @@ def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, delta: 
 
 def subsample(trainer, q: float, rng: np.random.Generator):
     """The trainer on X1: each training example kept independently with probability q (Poisson subsampling)."""
-    return trainer.subsample(np.flatnonzero(rng.random(trainer.n_train) < q))
+    # the subsample is secret (drawn from the noise key) and its size is never released: the trials
+    # divide by q·N_pub, the expected size under the declared public N
+    return trainer.subsample(np.flatnonzero(rng.random(trainer.n_train) < q), q * trainer.n_public)
 
 
-def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     # the hyperparameter transfer X1 -> X (σ1 = q·σ at the same T) is derived for full-batch DP-GD
     require_kind(trainer, "linear_head", METHOD)
     accountant, space, selection, targets = context(config, trainer)
@@ -157,11 +160,11 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
     delta = accountant.delta
-    x1 = subsample(trainer, kc.q, rng_for(METHOD, "subsample", seed))
+    x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample"))
     plans, eta, steps, sigma, seeds = [], [], [], [], []
     for target in targets:
         p = plan(kc, selection, target, delta)
-        cands, k_info = draw_trials(kc.ps, space, seed, target, METHOD)
+        cands, k_info = draw_trials(kc.ps, space, noise, target, METHOD)
         trials = []
         for i, (e, t) in enumerate(cands):
             trial = {
@@ -170,13 +173,12 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                 "r": e * t,
                 "sigma": kc.trial_sigma(accountant, p["mu_final"], t),
                 "mu_before_amplification": kc.trial_mu(p["mu_final"]),
-                "noise_seed": trial_seed(METHOD, seed, f"{target:.10g}", i),
             }
             trials.append(trial)
             eta.append(e)
             steps.append(t)
             sigma.append(trial["sigma"])
-            seeds.append(trial["noise_seed"])
+            seeds.append(noise.seed(METHOD, f"{target:.10g}", i))
         plans.append([float(target), p, k_info, trials])
     tuning = x1.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"{METHOD} tuning")
 
@@ -190,7 +192,7 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
             trial["test_accuracy"] = float(tuning.test_metric[idx[i]])
         if trials:
             scores = noisy_scores(
-                selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
+                selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
             )
             for trial, score in zip(trials, scores):
                 trial["score"] = float(score)
@@ -207,7 +209,6 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                 "sigma": accountant.sigma_for_mu(p["mu_final"], t),
                 "mu": p["mu_final"],
                 "standalone_eps": eps_from_mu(p["mu_final"], delta),
-                "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
                 "selected_trial": best,
             }
         )
@@ -215,7 +216,7 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
         [f["eta"] for f in finals],
         [f["steps"] for f in finals],
         [f["sigma"] for f in finals],
-        [f["noise_seed"] for f in finals],
+        [noise.seed(METHOD, "final", f"{plan_[0]:.10g}") for plan_ in plans],
         progress=progress,
         desc=f"{METHOD} final",
     )
@@ -228,7 +229,7 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
             details={k: fin[k] for k in ("eta", "steps", "sigma", "standalone_eps")},
         )
         notes = [
-            "Koskela & Kulkarni (2023) as RECONSTRUCTED here (methods.md §4): P&S tuning on a Poisson subsample, "
+            "Koskela & Kulkarni (2023) as RECONSTRUCTED here (docs/methods.md §4): P&S tuning on a Poisson subsample, "
             f"hyperparameter transfer '{kc.transfer}', final run on all data"
         ]
         if fin["selected_trial"] is None:
@@ -250,13 +251,14 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                 | k_info
                 | {
                     "q": kc.q,
-                    "subsample_size": x1.n_train,
                     "transfer": kc.transfer,
                     "mu_final": p["mu_final"],
                     "mu_score": p["mu_score"],
                     "reconstruction": True,
                 },
                 notes=notes,
+                trials_released="selected",
+                internal={"K": k_info["K"], "subsample_size": x1.n_train},
             )
         )
     return results

@@ -1,4 +1,4 @@
-"""The linear scaling rule (seed 000, Algorithms 2–3; methods.md §2).
+"""The linear scaling rule (seed 000, Algorithms 2–3; docs/methods.md §2).
 
 Stage k runs n trials, each at a small standalone budget ε_k, with r = η·T sampled from the search
 space, and picks the best r_k by an honest selection rule. A polynomial (a line by default) through
@@ -27,9 +27,10 @@ from typing import Sequence
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.train.protocol import PrivateTrainer
@@ -127,7 +128,7 @@ def run_stage(
     space: SearchSpace,
     selection: SelectionRule,
     targets: Sequence[float],
-    seed: int,
+    noise: NoiseScope,
     stage: int,
     previous: dict | None = None,
     progress: bool = True,
@@ -152,7 +153,7 @@ def run_stage(
     for key, search in searches.items():
         mu = mu_from_eps(search["eps"], delta)
         search["mu"] = mu
-        rng = rng_for(METHOD, seed, stage, key)
+        rng = noise.rng(METHOD, stage, key)
         if stage > 1 and lsc.later_stage_range == "above_previous":
             # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
             # range would point downwards, so it extends to r_max instead.
@@ -178,7 +179,6 @@ def run_stage(
                 "r": dec.r,
                 "sigma": sigma_i,
                 "mu": entry.mu,
-                "noise_seed": trial_seed(METHOD, seed, stage, key, i),
             }
             if acc.name != "gdp":
                 trial["accounting"] = acc.describe()["formula"]
@@ -187,7 +187,7 @@ def run_stage(
             eta.append(trial["eta"])
             steps.append(trial["steps"])
             sigma.append(trial["sigma"])
-            seeds.append(trial["noise_seed"])
+            seeds.append(noise.seed(METHOD, stage, key, i))
             owner.append(key)
 
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
@@ -201,7 +201,7 @@ def run_stage(
             selection,
             train_scores=outcome.train_score_sums[idx],
             test_scores=outcome.test_score_sums[idx],
-            rng=rng_for(METHOD, "selection", seed, stage, key),
+            rng=noise.rng(METHOD, "selection", stage, key),
             ledger=ledger,
             what=f"stage {stage} selection",
         )
@@ -213,7 +213,7 @@ def run_stage(
     return {
         "method": METHOD,
         "stage": stage,
-        "seed": seed,
+        "seed": noise.study_seed,
         "selection": selection.describe(),
         "searches": list(searches.values()),
     }
@@ -238,7 +238,7 @@ def run_final(
     space: SearchSpace,
     selection: SelectionRule,
     targets: Sequence[float],
-    seed: int,
+    noise: NoiseScope,
     stages: Sequence[dict],
     progress: bool = True,
 ) -> list[MethodResult]:
@@ -277,7 +277,6 @@ def run_final(
                 "eps_f": eps_f,
                 "dec": dec,
                 "sigma": acc.sigma_for_remaining(ledger, target, dec.steps),
-                "noise_seed": trial_seed(METHOD, seed, "final", f"{target:.10g}"),
                 "fit": {
                     "x": lsc.fit_in,
                     "points": [{"x": x, "r": r} for x, r in zip(xs, rs)],
@@ -297,7 +296,7 @@ def run_final(
         [p["dec"].eta for p in plans],
         [p["dec"].steps for p in plans],
         [p["sigma"] for p in plans],
-        [p["noise_seed"] for p in plans],
+        [noise.seed(METHOD, "final", f"{p['target']:.10g}") for p in plans],
         progress=progress,
         desc="final runs",
     )
@@ -322,7 +321,6 @@ def run_final(
                     "sigma": p["sigma"],
                     "mu": final.mu,
                     "standalone_eps": eps_alone,
-                    "noise_seed": p["noise_seed"],
                 },
                 ledger=p["ledger"],
                 selection=selection.describe(),
@@ -345,13 +343,13 @@ def run(
     space: SearchSpace,
     selection: SelectionRule,
     targets: Sequence[float],
-    seed: int,
+    noise: NoiseScope,
     progress: bool = False,
 ) -> list[MethodResult]:
     """The whole method in one call (the workflow runs the same steps as separate jobs)."""
     stages: list[dict] = []
     for stage in range(1, lsc.n_stages + 1):
         stages.append(
-            run_stage(trainer, lsc, space, selection, targets, seed, stage, stages[-1] if stages else None, progress)
+            run_stage(trainer, lsc, space, selection, targets, noise, stage, stages[-1] if stages else None, progress)
         )
-    return run_final(trainer, lsc, space, selection, targets, seed, stages, progress)
+    return run_final(trainer, lsc, space, selection, targets, noise, stages, progress)

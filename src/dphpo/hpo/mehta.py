@@ -1,4 +1,4 @@
-"""Mehta et al. (seed 004; methods.md §4): one full-batch DP-Adam (or DP-LAMB) step on the last layer.
+"""Mehta et al. (seed 004; docs/methods.md §4): one full-batch DP-Adam (or DP-LAMB) step on the last layer.
 
 From zero init, a single step with the whole budget (μ = 1/σ, T = 1):
   g̃ = (Σ_i clip_C(∇ℓ(x_i, 0)) + σC ξ) / N,   Adam: m̂ = g̃, v̂ = g̃² ⇒ W = −η·g̃/(|g̃| + ε_adam),
@@ -28,8 +28,9 @@ import numpy as np
 import torch
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, trial_seed
+from dphpo.hpo.common import MethodResult
 from dphpo.hpo.random_search import baselines_section, context, full_budget_mu
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.dpgd import accuracy_counts
@@ -96,7 +97,7 @@ def one_step(noisy_grad: torch.Tensor, optimizer: str, eta: float, adam_eps: flo
     return -eta * direction
 
 
-def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     require_kind(trainer, "linear_head", METHOD)  # a closed-form step of the last layer over cached features
     accountant, _, _, targets = context(config, trainer)
     features, settings = trainer.features, trainer.settings
@@ -109,10 +110,10 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
     for target in targets:
         mu = full_budget_mu(target, delta)
         sigma = accountant.sigma_for_mu(mu, 1)
-        noise_seed = trial_seed(METHOD, seed, f"{target:.10g}")
-        gen = torch.Generator().manual_seed(noise_seed)
-        noise = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
-        weights = one_step((grad_sum + noise) / features.n_train, mc.optimizer, mc.eta, mc.adam_eps).to(features.x_train.dtype)
+        gen = torch.Generator().manual_seed(noise.seed(METHOD, f"{target:.10g}"))
+        gaussian = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
+        # ÷ the declared public size, never the private count (docs/privacy.md)
+        weights = one_step((grad_sum + gaussian) / trainer.n_public, mc.optimizer, mc.eta, mc.adam_eps).to(features.x_train.dtype)
         w = weights.unsqueeze(0)
         ledger = Ledger()
         ledger.add(f"one full-batch DP-{mc.optimizer.upper()} step", mu=mu, sigma=sigma, clip_norm=clip, steps=1)
@@ -133,7 +134,6 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                     "clip_norm": clip,
                     "mu": mu,
                     "standalone_eps": eps_from_mu(mu, delta),
-                    "noise_seed": noise_seed,
                 }
                 | ({"sigmoid_bias": mc.sigmoid_bias} if mc.loss == "sigmoid" else {}),
                 ledger=ledger,

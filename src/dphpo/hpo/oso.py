@@ -1,4 +1,4 @@
-"""OSO-DPSGD as an HPO baseline (seed 002, Algorithm 1 with the ν_q correction; methods.md §4).
+"""OSO-DPSGD as an HPO baseline (seed 002, Algorithm 1 with the ν_q correction; docs/methods.md §4).
 
 OSO adapts the clipping threshold C_t and the learning rate ρ_t online from the released noisy
 quantities, so what is left to choose is the initial learning rate ρ_0 (seed 002 grid-searches it:
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, trial_seed
+from dphpo.hpo.common import MethodResult
 from dphpo.hpo.random_search import baselines_section, context, plan_run_mu, run_composed
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.linear_head import LinearHeadTrainer
 from dphpo.train.oso import NU_Q_RULE_OF_THUMB, OsoRule, noise_split, train_linear_oso
 from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
@@ -109,6 +110,7 @@ class OsoTrainer(LinearHeadTrainer):
             sigma,
             seeds,
             oc.rule,
+            n_public=self.n_public,
             momentum=momentum,
             free_step=settings.free_step,
             progress=progress,
@@ -123,7 +125,7 @@ class OsoTrainer(LinearHeadTrainer):
         return self.outcome(weights, extras)
 
 
-def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     require_kind(trainer, "linear_head", METHOD)
     _, space, selection, targets = context(config, trainer)
     settings = trainer.settings
@@ -135,7 +137,7 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
         OsoTrainer(trainer, oc),
         selection,
         {t: cands for t in targets},
-        seed,
+        noise,
         search_info={
             "definition": "OSO-DPSGD (seed 002 Alg. 1, nu_q per Eq. 17): candidates = initial learning rate x steps, "
             "each trial at mu_run (one Gaussian mechanism of multiplier nu per step), honest selection",
@@ -198,7 +200,7 @@ class CnnConfig:
         return q, max(1, math.ceil(self.epochs / q))
 
 
-def run_cnn(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     import torch
 
     from dphpo.privacy.ledger import Ledger, LedgerEntry
@@ -215,11 +217,10 @@ def run_cnn(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = F
     x_train = images_from_features(features.x_train.cpu(), features.attrs)
     x_test = images_from_features(features.x_test.cpu(), features.attrs)
     y_train, y_test = features.y_train.cpu(), features.y_test.cpu()
-    q, steps = cc.schedule(features.n_train)
+    q, steps = cc.schedule(trainer.n_public)
     results = []
     for target in targets:
         nu = prv_sigma_for(q, steps, target, delta, eps_error=cc.eps_error)
-        noise_seed = trial_seed(METHOD_CNN, seed, f"{target:.10g}")
         with torch.random.fork_rng(devices=[]):
             model, trace = train_cnn_oso(
                 x_train,
@@ -232,7 +233,8 @@ def run_cnn(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = F
                 rule=cc.rule,
                 momentum=cc.momentum,
                 channels=cc.channels,
-                seed=noise_seed,
+                seed=noise.seed(METHOD_CNN, f"{target:.10g}"),
+                n_public=trainer.n_public,
                 progress=progress,
             )
         ledger = Ledger(
@@ -253,9 +255,8 @@ def run_cnn(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = F
                     "eta0": cc.eta0,
                     "steps": steps,
                     "sample_rate": q,
-                    "expected_batch": q * features.n_train,
+                    "expected_batch": q * trainer.n_public,
                     "nu": nu,
-                    "noise_seed": noise_seed,
                 }
                 | trace,
                 ledger=ledger,

@@ -1,4 +1,4 @@
-"""Papernot & Steinke (ICLR 2022): a random number K of trials, only the best released (methods.md §4).
+"""Papernot & Steinke (ICLR 2022): a random number K of trials, only the best released (docs/methods.md §4).
 
 K is drawn from a truncated negative binomial (shape η > −1: η = 0 logarithmic, η = 1 geometric)
 or a Poisson distribution with mean E[K]; each trial draws its (η, T) at random from the search
@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.random_search import baselines_section, candidate_sampling, context, draw_candidates
 from dphpo.hpo.selection import SelectionRule
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.rdp import calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
 from dphpo.train.protocol import PrivateTrainer
@@ -254,27 +255,27 @@ def noisy_scores(selection: SelectionRule, train_scores: np.ndarray, test_scores
     raise ConfigError(f"selection.rule={selection.rule!r} is not supported by {METHOD} (no public validation split)")
 
 
-def draw_trials(psc: PSConfig, space, seed: int, target: float, method: str) -> tuple[list[tuple[float, int]], dict]:
+def draw_trials(psc: PSConfig, space, noise: NoiseScope, target: float, method: str) -> tuple[list[tuple[float, int]], dict]:
     """K (capped only if the exact draw exceeds max_trials) and K random candidates."""
-    k, capped = psc.k_dist.sample(rng_for(method, "K", seed, f"{target:.10g}"), psc.max_trials)
+    k, capped = psc.k_dist.sample(noise.rng(method, "K", f"{target:.10g}"), psc.max_trials)
     if capped:
         log.warning(
             "%s: drew K > max_trials=%d at target eps=%g (probability %.3g); ran %d trials, "
             "accounted by delta_cap (module docstring)",
             method, psc.max_trials, target, psc.k_dist.tail(psc.max_trials), psc.max_trials,
         )
-    cands = draw_candidates(space, rng_for(method, "candidates", seed, f"{target:.10g}"), k, psc.sampling) if k else []
+    cands = draw_candidates(space, noise.rng(method, "candidates", f"{target:.10g}"), k, psc.sampling) if k else []
     return cands, {"K": k, "capped": capped}
 
 
-def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     accountant, space, selection, targets = context(config, trainer)
     psc = PSConfig.from_config(config)
     delta = accountant.delta
     plans, eta, steps, sigma, seeds = [], [], [], [], []
     for target in targets:
         p = plan(psc, selection, target, delta)
-        cands, k_info = draw_trials(psc, space, seed, target, METHOD)
+        cands, k_info = draw_trials(psc, space, noise, target, METHOD)
         trials = []
         for i, (e, t) in enumerate(cands):
             trial = {
@@ -283,13 +284,12 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                 "r": e * t,
                 "sigma": accountant.sigma_for_mu(p["mu_train"], t),
                 "mu": p["mu_train"],
-                "noise_seed": trial_seed(METHOD, seed, f"{target:.10g}", i),
             }
             trials.append(trial)
             eta.append(e)
             steps.append(t)
             sigma.append(trial["sigma"])
-            seeds.append(trial["noise_seed"])
+            seeds.append(noise.seed(METHOD, f"{target:.10g}", i))
         plans.append((float(target), p, k_info, trials))
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=METHOD)
 
@@ -304,7 +304,8 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
             d.mean_trials,
             d.eta,
             poisson_delta=psc.poisson_delta,
-            what=f"Papernot-Steinke tuning: best of K={k_info['K']} trials (train + noisy score each)",
+            # K is secret (the theorem's randomness): in the entry's details, which only the internal log keeps
+            what="Papernot-Steinke tuning: best of K random trials (train + noisy score each)",
             mu_train=p["mu_train"],
             mu_score=p["mu_score"],
             K=k_info["K"],
@@ -316,17 +317,17 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
             for i, trial in enumerate(trials):
                 trial.update(trial_metrics(trainer, outcome, idx[i]))
             scores = noisy_scores(
-                selection, outcome.train_score_sums[idx], outcome.test_score_sums[idx], rng_for(METHOD, "score", seed, f"{target:.10g}")
+                selection, outcome.train_score_sums[idx], outcome.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
             )
             for trial, score in zip(trials, scores):
                 trial["score"] = float(score)
             best = int(np.argmax(scores))
             chosen = trials[best]
             model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
-            released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "noise_seed")} | {
+            released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {
                 "trial": best,
                 "score": chosen["score"],
-                "noisy_train_accuracy": chosen["score"] / trainer.n_train,
+                "noisy_train_accuracy": chosen["score"] / trainer.n_public,
             }
         else:  # Poisson K = 0: the mechanism outputs ⊥ — reported as the untrained model (zero steps)
             untrained = trainer.run_trials([0.0], [0], [1.0], [0], progress=False, desc=f"{METHOD} (K = 0)")
@@ -349,6 +350,8 @@ def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False
                 | k_info
                 | {"mu_base": p["mu_base"], "mu_train": p["mu_train"], "mu_score": p["mu_score"], "retrained": False},
                 notes=notes,
+                trials_released="selected",
+                internal={"K": k_info["K"]},
             )
         )
     return results

@@ -1,4 +1,4 @@
-"""Random search (seed 000 §2.1; methods.md §4) and the machinery of composed trials.
+"""Random search (seed 000 §2.1; docs/methods.md §4) and the machinery of composed trials.
 
 `random_search` is the paper's definition: draw (η, T) at random from the search space and do a
 single run with the entire privacy budget — no selection, nothing else released.
@@ -20,9 +20,10 @@ from typing import Sequence
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, rng_for, trial_metrics, trial_seed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.accountant import GdpAccountant, check_accounting
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, plan_final_mu
@@ -144,7 +145,7 @@ def run_composed(
     trainer: PrivateTrainer,
     selection: SelectionRule,
     candidates: dict[float, Sequence[tuple[float, int]]],
-    seed: int,
+    noise: NoiseScope,
     *,
     search_info: dict,
     progress: bool = False,
@@ -175,7 +176,6 @@ def run_composed(
                 "sigma": accountant.sigma_for_mu(mu, int(t)) if accountant.name == "gdp" else accountant.sigma_for_eps(target, int(t)),
                 "mu": mu if accountant.name == "gdp" else None,
                 "standalone_eps": eps_from_mu(mu, delta),
-                "noise_seed": trial_seed(method, seed, f"{target:.10g}", i),
             }
             if accountant.name != "gdp":
                 trial["standalone_eps"] = accountant.standalone_eps(trial["sigma"], int(t))
@@ -183,7 +183,7 @@ def run_composed(
             eta.append(trial["eta"])
             steps.append(trial["steps"])
             sigma.append(trial["sigma"])
-            seeds.append(trial["noise_seed"])
+            seeds.append(noise.seed(method, f"{target:.10g}", i))
         plans.append((float(target), mu, trials))
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=method)
     extras = outcome.extras
@@ -207,7 +207,7 @@ def run_composed(
                 selection,
                 train_scores=outcome.train_score_sums[idx],
                 test_scores=outcome.test_score_sums[idx],
-                rng=rng_for(method, "selection", seed, f"{target:.10g}"),
+                rng=noise.rng(method, "selection", f"{target:.10g}"),
                 ledger=ledger,
                 what="selection",
             )
@@ -225,7 +225,7 @@ def run_composed(
                 delta=delta,
                 **released_model(trainer, outcome, idx[best]),
                 **result_metrics(trainer, outcome, idx[best]),
-                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "standalone_eps", "noise_seed")}
+                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "standalone_eps")}
                 | {"trial": best},
                 ledger=ledger,
                 selection=selection_info,
@@ -237,33 +237,33 @@ def run_composed(
     return results
 
 
-def run(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     """Random search, the paper's definition: one random (η, T), one run at the full budget."""
     _, space, selection, targets = context(config, trainer, any_accountant=True)
     rsc = RandomSearchConfig.from_config(config)
-    candidates = {t: draw_candidates(space, rng_for(METHOD, seed, f"{t:.10g}"), 1, rsc.sampling) for t in targets}
+    candidates = {t: draw_candidates(space, noise.rng(METHOD, f"{t:.10g}"), 1, rsc.sampling) for t in targets}
     return run_composed(
         METHOD,
         trainer,
         selection,
         candidates,
-        seed,
+        noise,
         search_info={"definition": "seed 000 §2.1: one run at the full budget with (eta, T) drawn at random", "sampling": rsc.sampling},
         progress=progress,
     )
 
 
-def run_k(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_k(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     """k random candidates composed, the best released by the honest selection rule."""
     _, space, selection, targets = context(config, trainer)
     rsc = RandomSearchConfig.from_config(config)
-    candidates = {t: draw_candidates(space, rng_for(METHOD_K, seed, f"{t:.10g}"), rsc.k, rsc.sampling) for t in targets}
+    candidates = {t: draw_candidates(space, noise.rng(METHOD_K, f"{t:.10g}"), rsc.k, rsc.sampling) for t in targets}
     return run_composed(
         METHOD_K,
         trainer,
         selection,
         candidates,
-        seed,
+        noise,
         search_info={
             "definition": "k random candidates, each at mu_run = sqrt((mu(eps)^2 - k mu_sel^2)/k), best released",
             "k": rsc.k,

@@ -1,6 +1,6 @@
 """Every HPO method behind one interface.
 
-    METHODS[name](trainer: PrivateTrainer, config: dict, seed: int, progress: bool) -> list[MethodResult]
+    METHODS[name](trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool) -> list[MethodResult]
 
 returns one result per target ε of config["privacy"]["target_eps"] (in that order); each result's
 ledger covers every trial, score release and final run the method made for that target. The trainer
@@ -17,6 +17,7 @@ from typing import Callable
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
 MethodFn = Callable[[PrivateTrainer, dict, int, bool], list[MethodResult]]
@@ -28,15 +29,15 @@ class _Lazy:
     def __init__(self, module: str, run: str, check: str | None = None) -> None:
         self.module, self.run_name, self.check_name = module, run, check
 
-    def __call__(self, trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
-        return getattr(importlib.import_module(self.module), self.run_name)(trainer, config, seed, progress)
+    def __call__(self, trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
+        return getattr(importlib.import_module(self.module), self.run_name)(trainer, config, noise, progress)
 
     def check(self, config: dict) -> None:
         if self.check_name:
             getattr(importlib.import_module(self.module), self.check_name)(config)
 
 
-def _linear_scaling(trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def _linear_scaling(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     from dphpo.hpo import linear_scaling as ls
     from dphpo.hpo.selection import SelectionRule
     from dphpo.hpo.space import SearchSpace
@@ -47,7 +48,7 @@ def _linear_scaling(trainer: PrivateTrainer, config: dict, seed: int, progress: 
         SearchSpace.from_config(config["search_space"]),
         SelectionRule.from_config(config.get("selection", {})),
         [float(e) for e in config["privacy"]["target_eps"]],
-        seed,
+        noise,
         progress,
     )
 
@@ -105,10 +106,10 @@ def check_config(config: dict) -> None:
     METHODS["oso_dpsgd_cnn"].check(config)
 
 
-def run_method(name: str, trainer: PrivateTrainer, config: dict, seed: int, progress: bool = False) -> list[MethodResult]:
+def run_method(name: str, trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
-    results = METHODS[name](trainer, config, seed, progress)
+    results = METHODS[name](trainer, config, noise, progress)
     targets = [float(e) for e in config["privacy"]["target_eps"]]
     if [r.target_eps for r in results] != targets:
         raise RuntimeError(f"{name} returned results for {[r.target_eps for r in results]}, expected {targets}")

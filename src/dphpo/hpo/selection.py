@@ -1,4 +1,4 @@
-"""Choosing the best trial, honestly (methods.md §3).
+"""Choosing the best trial, honestly (docs/methods.md §3).
 
 Reading trial scores reads private data. The default rule releases each trial's training score sum
 (`TrialOutcome.train_score_sums`: Σ of per-example scores in [0, 1], the count of correct predictions

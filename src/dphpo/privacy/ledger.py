@@ -407,7 +407,7 @@ def plan_stages(
     selection_mu: float = 0.0,
     selections_per_stage: int | None = None,
 ) -> dict[str, Any]:
-    """Budget plan of the linear scaling rule (seed 000, Algorithms 2–3; methods.md §2).
+    """Budget plan of the linear scaling rule (seed 000, Algorithms 2–3; docs/methods.md §2).
 
     Each stage k has `n_trials` trials of standalone budget stage_eps[k] (μ_k = μ(stage_eps[k], δ)) and
     `selections_per_stage` (default n_trials) noisy score releases of μ = selection_mu; the final run

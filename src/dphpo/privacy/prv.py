@@ -1,6 +1,6 @@
 """Numerical composition with the PRV accountant (Gopi, Lee & Wutschitz 2021): minibatch DP-SGD runs.
 
-Subsampled Gaussian steps are not exactly GDP-composable (methods.md §0); `prv-accountant` composes
+Subsampled Gaussian steps are not exactly GDP-composable (docs/methods.md §0); `prv-accountant` composes
 their privacy loss distributions numerically and returns lower/estimate/upper bounds on ε; dphpo
 always reports the **upper** bound. `compose_prv` is the one place the accountant is called: by the
 ledger (`Ledger.total` of PRV and GDP entries), the run accountant `dphpo.privacy.accountant.PrvAccountant`

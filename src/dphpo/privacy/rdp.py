@@ -1,4 +1,4 @@
-"""Rényi DP accounting for the baselines of methods.md §4 (Papernot–Steinke, Koskela–Kulkarni).
+"""Rényi DP accounting for the baselines of docs/methods.md §4 (Papernot–Steinke, Koskela–Kulkarni).
 
 Everything here produces RDP curves ε(λ) on a grid of orders λ > 1; the ledger composes them (sums)
 and converts the total to (ε, δ) once, in `Ledger.total` (the one place every reported ε comes from).

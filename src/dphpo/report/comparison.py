@@ -1,11 +1,13 @@
 """The HPO comparison (issue #3): every method on the same features, search space and total budgets.
 
 One row per (dataset, extractor, target ε, method): test accuracy mean ± std over seeds, the total
-ε each method actually spent (its whole search included, the max over seeds), and
+ε each method actually spent in one seed's run (its whole search included; the same for every seed,
+the max over seeds shown: the seeds are separate runs, each of which costs it), and
 RERR = (method − random)/(oracle − random) — for the linear scaling rule this is seed 000 Table 3's
 relative error-rate reduction. "random" is `random_search` (one run at the full budget with random
 hyperparameters) and "oracle" is `grid_oracle`, whose search reads the TEST set and is not
-accounted: it is labelled non-private HPO and its total ε is ∞.
+accounted: it is labelled non-private HPO and its total ε is ∞. Rows that depend on a setting chosen
+on private data (config `design_notes`) name it (`tables.apply_design_notes`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,21 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from dphpo.io import write_text
-from dphpo.report.tables import Table, as_float, html_page, load_results, mean_std, pct
+from dphpo.report.tables import (
+    PRIVATE_DESIGN_COLUMN,  # re-exported: the column that names those settings
+    Table,
+    apply_design_notes,
+    as_float,
+    design_notes,
+    html_page,
+    load_results,
+    mean_std,
+    pct,
+    private_design_keys,
+)
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 
 RANDOM = "random_search"
@@ -37,6 +50,9 @@ LABELS = {
     "mehta": "Mehta et al. (1 DP-Adam step)",
 }
 
+#: ε one seed's run of the method spent, its search included (∞: search not accounted)
+TOTAL_EPS = "total ε spent (incl. search) per run"
+
 COLUMNS = [
     "dataset",
     "extractor",
@@ -45,7 +61,7 @@ COLUMNS = [
     "private HPO",
     "seeds",
     "test accuracy (%)",
-    "total ε spent (incl. search)",
+    TOTAL_EPS,
     "δ",
     "RERR (%)",
     "accountant",
@@ -64,6 +80,7 @@ CSV_COLUMNS = [
     "rerr",
     "accountant",
     "selection",
+    "design_on_private_data",
 ]
 
 
@@ -105,7 +122,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
                 "private HPO": "yes" if private_hpo else "NO (oracle)" if method == ORACLE else "NO",
                 "seeds": len(runs),
                 "test accuracy (%)": pct(mean, std),
-                "total ε spent (incl. search)": total,
+                TOTAL_EPS: total,
                 "δ": max(as_float(r["total_delta"]) for r in runs),
                 "RERR (%)": None if value is None else round(100 * value, 1),
                 "accountant": "not accounted (test-set selection)" if not private_hpo else accountant,
@@ -126,27 +143,35 @@ def summarize(results: Sequence[dict]) -> list[dict]:
 
 
 NOTES = [
-    "total ε spent: every release of the method composed (all trials, score/selection releases, final runs), max over seeds; "
+    "total ε spent per run: every release of one seed's run of the method composed (all trials, score/selection releases, "
+    "final runs); the same for every seed, the max over seeds shown. The mean ± std is over seeds, separate runs that each "
+    "spend this ε: releasing several seeds' models together would cost their composition; "
     "Papernot-Steinke and Koskela-Kulkarni are RDP-accounted (tuned-mechanism bound, Poisson amplification), OSO-DPSGD on "
     "the CNN with prv-accountant's upper bound, the rest in Gaussian DP.",
     "grid search ORACLE: every grid point trained at the full budget and the best chosen on TEST data; the search is not "
     "accounted (non-private HPO, total ε = ∞), exactly the paper's oracle. Its released run alone costs the target.",
     "RERR = (method − random search)/(oracle − random search), as in seed 000 Table 3 (there for the linear scaling rule).",
-    "Koskela-Kulkarni is a reconstruction (methods.md §4): P&S tuning on a Poisson subsample, hyperparameter transfer, final run.",
+    "Koskela-Kulkarni is a reconstruction (docs/methods.md §4): P&S tuning on a Poisson subsample, hyperparameter transfer, final run.",
     "OSO-DPSGD (small CNN) trains on raw pixels of its own (opt-in) studies, not on the linear-head features.",
 ]
 
 
-def build_table(rows: list[dict]) -> Table:
+def build_table(rows: list[dict], config: Mapping | None = None) -> Table:
+    """The comparison; `config` (its `design_notes`) labels rows that use settings chosen on private data."""
     caption = (
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
-        "method actually spent, its hyperparameter search included."
+        "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    return Table(columns=COLUMNS, rows=rows, caption=caption, notes=list(NOTES))
+    table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=list(NOTES))
+    return apply_design_notes(table, config)
 
 
-def build_csv_table(rows: list[dict]) -> Table:
-    csv_rows = [r | {"method": r["method_id"]} for r in rows]
+def build_csv_table(rows: list[dict], config: Mapping | None = None) -> Table:
+    notes = design_notes(config)
+    csv_rows = [
+        r | {"method": r["method_id"], "design_on_private_data": "; ".join(private_design_keys(r, notes, config)) or None}
+        for r in rows
+    ]
     return Table(columns=CSV_COLUMNS, rows=csv_rows)
 
 
@@ -171,7 +196,12 @@ def build_table3(rows: list[dict]) -> Table:
             }
         )
     cols = ["dataset", "extractor", "target ε", "random search (%)", "oracle, non-private HPO (%)", "linear scaling (%)", "RERR (%)"]
-    return Table(columns=cols, rows=out, caption="Seed 000 Table 3 layout: RERR = (ours − random)/(oracle − random).")
+    caption = (
+        "Seed 000 Table 3 layout: RERR = (ours − random)/(oracle − random). Accuracies: mean ± std over seeds; "
+        "target ε: the total ε per run (one seed's run, search included) of random search and ours; the oracle's "
+        "search is not accounted."
+    )
+    return Table(columns=cols, rows=out, caption=caption)
 
 
 def figure(rows: list[dict], references: Sequence[dict] = ()):
@@ -229,14 +259,17 @@ def make(
     figure: str,
     tex: str | None = None,
     html_path: str | None = None,
+    config: Mapping | None = None,
 ) -> list[dict]:
+    """Write the tables and figure. `config`: the workflow config whose `design_notes` label rows."""
+    config = config or {}
     results = load_results(result_paths)
     rows = summarize(results)
-    table, table3 = build_table(rows), build_table3(rows)
+    table, table3 = build_table(rows, config), apply_design_notes(build_table3(rows), config)
     write_text(md, table.to_markdown() + "\n" + table3.to_markdown())
     if html_path:
         write_text(html_path, html_page([table, table3]))
-    build_csv_table(rows).write(csv_path=csv_path)
+    build_csv_table(rows, config).write(csv_path=csv_path)
     if tex:
         table.write(tex=tex)
     plot(rows, figure, load_results(reference_paths))

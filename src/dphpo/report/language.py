@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dphpo.io import read_json
-from dphpo.report.tables import Table, as_float, mean_std
+from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std
 
 TABLES = ("table6", "table7", "table8", "table9", "table17", "table18", "table19", "table20")
 LS, RANDOM, GRID, NONPRIVATE = "linear_scaling", "random_search", "grid_oracle", "nonprivate"
@@ -322,7 +322,7 @@ def build(config: dict, name: str) -> Table:
         total, target = row.get("total ε (incl. search)"), row.get("target ε")
         if row.get("HPO cost") == "included" and total is not None and target is not None and total > target * (1 + 1e-9):
             table.notes.insert(0, f"WARNING: total ε {total} exceeds its target {target} ({row.get('study')})")
-    return table
+    return apply_design_notes(table, config)
 
 
 def write(config: dict, name: str, md: str, csv_path: str, tex: str, html_path: str | None = None) -> Table:

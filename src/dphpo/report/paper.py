@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from dphpo.io import read_json
-from dphpo.report.tables import Table, as_float, label_key, mean_std, pct
+from dphpo.report.tables import Table, apply_design_notes, as_float, label_key, mean_std, pct
 
 DEFAULT = "default"
 LS = "linear_scaling"
@@ -675,8 +675,20 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
         # The jobs of one seed form a chain (linear scaling: stage k needs stage k−1, the final job
         # every stage; a baseline is a single job), so the critical path is their sum as well.
         wall_h = device_h
-        runs = [len(r.get("trials", [])) + (1 if m == LS else 0) for r in s.results]
-        steps = [sum(int(t.get("steps", 0)) for t in r.get("trials", [])) + (int(r["released"].get("steps", 0)) if m == LS else 0) for r in s.results]
+        # Papernot–Steinke and Koskela release the best trial only: how many they trained (K) is secret,
+        # so the table shows the planned E[K] and no trial-steps (the internal log has the real counts)
+        runs = [
+            len(r.get("trials", [])) + (1 if m == LS else 0)
+            if r.get("trials_released", "all") == "all"
+            else float(r["search"].get("mean_trials", float("nan")))
+            for r in s.results
+        ]
+        steps = [
+            sum(int(t.get("steps", 0)) for t in r.get("trials", [])) + (int(r["released"].get("steps", 0)) if m == LS else 0)
+            if r.get("trials_released", "all") == "all"
+            else float("nan")
+            for r in s.results
+        ]
         rounds = p.n_stages(DEFAULT) + 1 if m == LS else 1
         if m == "random_search":
             base_hours = device_h
@@ -686,9 +698,9 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
                 **rp.key,
                 "target ε": p.eps,
                 "jobs per seed": per_seed,
-                "trained runs per target": int(np.mean(runs)),
+                "trained runs per target": round(float(np.mean(runs)), 2),
                 "sequential rounds": rounds,
-                "trial-steps per target": int(np.mean(steps)),
+                "trial-steps per target": None if np.isnan(np.mean(steps)) else int(np.mean(steps)),
                 "device hours per seed": round(device_h, 5),
                 "wall-clock hours per seed (critical path)": round(wall_h, 5),
                 "total ε (incl. search)": s.total_eps,
@@ -978,7 +990,7 @@ def build(config: dict, name: str) -> Table:
     table.caption = f"{TABLE_TITLES[name]}. {table.caption}"
     for bad in check_totals(table.rows):  # cannot happen with the ledger's planning; say so if it does
         table.notes.insert(0, f"WARNING: a reported total exceeds its target: {bad}")
-    return table
+    return apply_design_notes(table, config)
 
 
 def write(config: dict, name: str, md: str, csv_path: str, tex: str, html_path: str | None = None) -> Table:
@@ -1026,8 +1038,10 @@ def provenance_table(paths: Iterable[str]) -> Table:
                 ),
                 "selection": distinct((selection_label(r.get("selection") or {}) for r in results), 60),
                 "config sha256": distinct((pv.get("config_hash") for pv in prov)),
-                "feature cache sha256": distinct((c.get("content_sha256") for c in cache)),
-                "dataset sha256": distinct((c.get("dataset_checksum") for c in cache)),
+                # keyed MACs (dphpo.privacy.randomness.NoiseScope.mac): a plain hash of private data is a
+                # membership oracle; the key's holder can still check which data made a result
+                "feature cache MAC": distinct((c.get("content_sha256_mac") for c in cache)),
+                "dataset MAC": distinct((c.get("dataset_checksum_mac") for c in cache)),
                 "extractor's private pre-training": distinct(
                     (_upstream_label(c.get("upstream_privacy")) for c in cache), 60
                 ),

@@ -2,6 +2,14 @@
 
 A table is a list of rows (dicts) plus its column order and a caption; every table states the
 total (ε, δ) spent, search included, and the selection rule.
+
+Two labels every table carries where they apply:
+- ε per run: a table that shows a mean ± std over seeds next to a "total ε" column says (a note,
+  added when rendering unless the caption or notes already say "per run") that this ε is what ONE
+  seed's run spends, not a guarantee for the seeds together (`PER_RUN_EPS_NOTE`).
+- design on private data: `design_notes` in the config names settings that were chosen by looking
+  at private data, so no ε covers them; `apply_design_notes` adds a column naming them on every row
+  that uses one, a caption sentence and one note per setting (config/README.md).
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ import csv
 import html
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -34,9 +43,27 @@ class Table:
         lines.append("|" + "|".join("---" for _ in self.columns) + "|")
         for row in self.rows:
             lines.append("| " + " | ".join(format_cell(row.get(c)) for c in self.columns) + " |")
-        if self.notes:
-            lines += [""] + [f"- {n}" for n in self.notes]
+        notes = self.rendered_notes()
+        if notes:
+            lines += [""] + [f"- {n}" for n in notes]
         return "\n".join(lines) + "\n"
+
+    def shows_mean_std_beside_eps(self) -> bool:
+        """A "total ε" column next to a mean ± std over seeds (a '±' cell or a std column)."""
+        if not any("total ε" in c for c in self.columns):
+            return False
+        if any("±" in c or "std" in c for c in self.columns):
+            return True
+        return any("±" in str(row.get(c, "")) for row in self.rows for c in self.columns)
+
+    def rendered_notes(self) -> list[str]:
+        """The notes as written: `notes`, plus `PER_RUN_EPS_NOTE` where the table shows a mean ± std
+        over seeds next to a total ε and neither its caption nor its notes already say "per run"."""
+        notes = list(self.notes)
+        said = "per run" in self.caption or any("per run" in n for n in notes)
+        if not said and self.shows_mean_std_beside_eps():
+            notes.append(PER_RUN_EPS_NOTE)
+        return notes
 
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -61,7 +88,12 @@ class Table:
         lines.append(r"\midrule")
         for row in self.rows:
             lines.append(" & ".join(esc(format_cell(row.get(c))) for c in self.columns) + r" \\")
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        notes = self.rendered_notes()
+        if notes:
+            lines.append(r"\par\footnotesize")
+            lines += [esc(n) + r"\\" for n in notes]
+        lines.append(r"\end{table}")
         return "\n".join(lines) + "\n"
 
     def to_html(self) -> str:
@@ -72,7 +104,7 @@ class Table:
         esc = html.escape
         head = "".join(f"<th>{esc(c)}</th>" for c in self.columns)
         body = "".join("<tr>" + "".join(f"<td>{esc(format_cell(r.get(c)))}</td>" for c in self.columns) + "</tr>" for r in self.rows)
-        notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
+        notes = "".join(f"<li>{esc(n)}</li>" for n in self.rendered_notes())
         return f"<p>{esc(self.caption)}</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><ul>{notes}</ul>"
 
     def write(
@@ -152,3 +184,122 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
 
 def pct(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
+
+
+# --- ε per run ------------------------------------------------------------------------------------
+
+#: Said by every table that shows a mean ± std over seeds next to a total ε (added by `Table`).
+PER_RUN_EPS_NOTE = (
+    "ε per run: every seed is a separate run on the same data, and each run spends this total ε (its "
+    "search included; the same for every seed, the largest shown). The mean ± std is over those runs: "
+    "releasing the models of several seeds together would cost the composition of their ε, not this ε."
+)
+
+
+# --- settings chosen on private data (config key `design_notes`) ----------------------------------
+
+PRIVATE_DESIGN = "chosen on private data (not accounted)"
+#: the column that names, on each row, the settings of `design_notes` that row depends on
+PRIVATE_DESIGN_COLUMN = "settings chosen on private data"
+
+#: `baselines.<key>` sections used by more than one method (the rest are named after their method)
+_SHARED_BASELINE_KEYS = {
+    "grid": {"grid_oracle", "grid_accounted"},
+    "sampling": {"random_search", "random_search_k", "papernot_steinke", "koskela"},
+}
+#: `baselines.<method>` sections that only their method reads
+_METHOD_BASELINE_KEYS = {"random_search_k", "grid_accounted", "papernot_steinke", "koskela", "oso_dpsgd", "oso_dpsgd_cnn", "mehta"}
+_LINEAR_SCALING = "linear_scaling"
+
+
+def design_notes(config: Mapping | None) -> dict[str, str]:
+    """`design_notes` of a config: dotted config key -> where its value came from (private data)."""
+    notes = (config or {}).get("design_notes") or {}
+    if not isinstance(notes, Mapping):
+        raise TypeError(f"design_notes: expected a mapping of config keys to text, got {type(notes).__name__}")
+    return {str(k): str(v) for k, v in notes.items()}
+
+
+def config_value(config: Mapping | None, key: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted key such as `extractors.efficientnet_lite0.resolution`."""
+    node: Any = config or {}
+    for part in key.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def note_applies(key: str, row: Mapping, config: Mapping | None = None) -> bool:
+    """Whether a row's numbers depend on the setting `key`. Conservative: True unless the key is
+    scoped to something the row is not (another extractor, dataset, pretraining or method; a
+    baseline's section on a linear-scaling row; the language half on a linear-head row)."""
+    parts = key.split(".")
+    head, name = parts[0], parts[1] if len(parts) > 1 else None
+    extractor, dataset = row.get("extractor"), row.get("dataset")
+    method = row.get("method_id", row.get("_method"))
+    if head == "extractors" and name and extractor is not None:
+        return extractor == name
+    if head == "datasets" and name and dataset is not None:
+        return dataset == name
+    if head == "pretraining" and name and extractor is not None:
+        found, pretrain = config_value(config, f"extractors.{extractor}.pretrain")
+        return pretrain == name if found else not (config or {}).get("extractors")
+    if head == "language":
+        return "study" in row  # the language tables' rows; the linear-head tables have none
+    if head == "baselines" and method is not None:
+        if method == _LINEAR_SCALING:
+            return False
+        if name in _SHARED_BASELINE_KEYS:
+            return method in _SHARED_BASELINE_KEYS[name]
+        if name in _METHOD_BASELINE_KEYS:
+            return method == name
+        return True  # baselines.methods, or a section not known here: every baseline row
+    if head == "linear_scaling" and method is not None:
+        return method == _LINEAR_SCALING
+    return True
+
+
+def private_design_keys(row: Mapping, notes: Mapping[str, str], config: Mapping | None = None) -> list[str]:
+    return [key for key in notes if note_applies(key, row, config)]
+
+
+def apply_design_notes(table: Table, config: Mapping | None, column: str = PRIVATE_DESIGN_COLUMN) -> Table:
+    """Label every row that uses a setting chosen on private data (config `design_notes`).
+
+    Where any row does: a column `column` listing those settings' keys on each row (empty where
+    none), a caption sentence, and one note per setting with where its value came from. A table
+    no setting touches is returned unchanged. Returns `table` (modified in place)."""
+    notes = design_notes(config)
+    used: dict[str, list[Mapping]] = {}
+    for row in table.rows:
+        keys = private_design_keys(row, notes, config)
+        row[column] = ", ".join(keys) if keys else None
+        for key in keys:
+            used.setdefault(key, []).append(row)
+    if not used:
+        for row in table.rows:
+            row.pop(column, None)
+        return table
+    if column not in table.columns:
+        table.columns = [*table.columns, column]
+    sentence = (
+        f"Rows marked in '{column}' depend on settings {PRIVATE_DESIGN}: " + ", ".join(used)
+        + "; their ε does not cover that choice (notes)."
+    )
+    table.caption = f"{table.caption} {sentence}".strip()
+    for key, rows in used.items():
+        found, value = config_value(config, key)
+        shown = f" = {value}" if found and not isinstance(value, (Mapping, list)) else "" if found else " (not a key of this config)"
+        table.notes.append(f"{PRIVATE_DESIGN}: {key}{shown}: {notes[key]} [{_row_scope(rows, len(table.rows))}]")
+    return table
+
+
+def _row_scope(rows: Sequence[Mapping], n_rows: int) -> str:
+    if len(rows) == n_rows:
+        return "every row"
+    studies = sorted({f"{r.get('dataset')} × {r.get('extractor')}" for r in rows if r.get("dataset") is not None})
+    return "rows of " + ", ".join(studies) if studies else f"{len(rows)} of {n_rows} rows"

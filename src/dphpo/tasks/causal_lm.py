@@ -95,17 +95,20 @@ def lm_losses(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[
     return (nll * valid).sum(1), (correct * valid).sum(1), valid.sum(1)
 
 
-def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True) -> dict:
+def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, private: list[dict] | None = None) -> dict:
     """Non-private pretraining on a public corpus (`language.pretrain.<name>`); writes the checkpoint atomically.
 
-    The checkpoint holds the tokenizer (JSON), the GPT-2 config, the weights and a report (public
-    corpus and its checksum, steps, final public test perplexity)."""
+    `private`: the `data` specs of the studies fine-tuned from it; public texts that occur in their
+    corpora (normalized) are dropped first (dphpo.data.overlap; none given: deduplicated against
+    nothing, and those studies refuse the checkpoint). The checkpoint holds the tokenizer (JSON), the
+    GPT-2 config, the weights and a report (public corpus, its checksum and dedup record, steps, final
+    public test perplexity)."""
     from dphpo.data.text import load_texts
     from dphpo.io import atomic_path
     from dphpo.provenance import package_versions
 
     seed = int(spec.get("seed", 0))
-    data = load_texts(spec["data"])
+    data = load_texts(spec["data"], private=list(private or []))
     tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
     eos_id = tok.token_to_id(EOS)
     encode = lambda t: tok.encode(t).ids  # noqa: E731
@@ -206,6 +209,10 @@ class CausalLMTask:
         from dphpo.data.text import load_text
 
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
+        if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this data
+            from dphpo.data.overlap import check_deduplicated
+
+            check_deduplicated(prov["pretraining"], spec["data"], f"language.studies.{spec['name']}")
         data = load_text(spec["data"])
         if data.train and isinstance(data.train[0], tuple):
             raise ConfigError(f"language.studies.{spec['name']}.data.text_field: a causal LM takes one text column, not a pair")

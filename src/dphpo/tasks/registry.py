@@ -30,8 +30,47 @@ def study_spec(config: dict, name: str) -> dict:
     return found[name]
 
 
+def public_size(spec: dict) -> int | None:
+    """The declared public size of a study's private training set: `data.public_n_train`, else
+    `data.max_train`, else the registry's published size of an unpartitioned registry corpus; None when
+    only the hub's published split size can tell (`hub_published_size`, read in the job).
+    The mechanism uses it for q = B/n, its normalizer and δ = 1/(2n), never the private count."""
+    from dphpo.data.registry import DATASETS
+
+    data = spec["data"]
+    if data.get("public_n_train"):
+        return int(data["public_n_train"])
+    if data.get("max_train"):
+        return int(data["max_train"])
+    known = DATASETS.get(data["name"])
+    if known is not None and known.public_n_train and not data.get("partition"):
+        return int(known.public_n_train)
+    if data["name"].startswith("hf:"):
+        return None
+    raise ConfigError(
+        f"language.studies.{spec['name']}.data.public_n_train: declare the public size of the private training set "
+        "(what DP-SGD normalizes by and samples with; never counted on the private data)"
+    )
+
+
+def hub_published_size(spec: dict) -> int:
+    """The train split's size as the hub dataset's card publishes it (builder metadata, not a count of
+    the downloaded private texts)."""
+    import datasets
+
+    data = spec["data"]
+    info = datasets.load_dataset_builder(data["name"][3:], data.get("config"), revision=data.get("revision")).info
+    split = data.get("train_split", "train")
+    if not info.splits or split not in info.splits:
+        raise ConfigError(
+            f"language.studies.{spec['name']}.data.public_n_train: the hub card of {data['name']} publishes no size "
+            f"of split {split!r}; declare the public size of the training set"
+        )
+    return int(info.splits[split].num_examples)
+
+
 def resolve_delta(value, n_train: int, where: str) -> float:
-    """δ as a number, or the paper's δ = 1/(2|D|) written as the string '1/(2N)'."""
+    """δ as a number, or the paper's δ = 1/(2|D|) written as the string '1/(2N)' (N: the public size)."""
     if isinstance(value, str):
         if value.replace(" ", "") != "1/(2N)":
             raise ConfigError(f"{where}: expected a number or '1/(2N)', got {value!r}")
@@ -86,7 +125,7 @@ def check_plan(config: dict, spec: dict) -> None:
     from dphpo import study
     from dphpo.hpo.linear_scaling import check_budgets
 
-    cfg = study_config(config, spec, spec["data"].get("max_train"))
+    cfg = study_config(config, spec, public_size(spec))
     if isinstance(cfg["privacy"]["delta"], str):
         return  # δ = 1/(2N) and N is known only once the data is loaded; the job checks again before training
     study.search_space(cfg)
@@ -135,10 +174,11 @@ def build_trainer(config: dict, spec: dict, input_path: str | Path | None):
 
     task = load_task(spec, input_path)
     s = settings(spec)
-    cfg = study_config(config, spec, task.n_train)
-    acc = run_accountant(s.sample_rate(task.n_train), cfg["privacy"]["delta"], float(cfg["privacy"].get("eps_error", 0.01)))
+    n_public = public_size(spec) or hub_published_size(spec)
+    cfg = study_config(config, spec, n_public)
+    acc = run_accountant(s.sample_rate(n_public), cfg["privacy"]["delta"], float(cfg["privacy"].get("eps_error", 0.01)))
     cls = DPZOTrainer if spec.get("trainer", "finetune") == "dpzo" else FinetuneTrainer
-    return cls(task, acc, s), cfg
+    return cls(task, acc, s, n_public), cfg
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,27 +211,35 @@ def _provenance(config: dict, cfg: dict, trainer, **extra) -> dict:
     } | extra
 
 
-def run_study_method(config: dict, name: str, method: str, seed: int, source, results_path, models_dir) -> list[dict]:
-    """Run `method` (dphpo.hpo.registry) on the study; write results.json (one record per target ε) and the models."""
+def run_study_method(config: dict, name: str, method: str, seed: int, source, results_path, models_dir, internal_path) -> list[dict]:
+    """Run `method` (dphpo.hpo.registry) on the study; write results.json (the release: one record per
+    target ε), internal.json (the internal log, not for publication) and the models."""
     from pathlib import Path
 
     from dphpo.hpo import registry as hpo
+    from dphpo.hpo.common import INTERNAL_NOTICE, release_record
     from dphpo.io import write_json
+    from dphpo.privacy.randomness import key_from_config
     from dphpo.study import eps_label
 
     spec = study_spec(config, name)
     trainer, cfg = build_trainer(config, spec, source)
-    results = hpo.run_method(method, trainer, cfg, seed=seed, progress=True)
+    noise = key_from_config(config).scope(study=name, seed=int(seed))
+    results = hpo.run_method(method, trainer, cfg, noise, progress=True)
     Path(models_dir).mkdir(parents=True, exist_ok=True)
-    records = []
+    releases, internal = [], []
     for r in results:
         r.save_model(Path(models_dir) / f"eps{eps_label(r.target_eps)}.pt")
-        records.append(r.record(_provenance(config, cfg, trainer, seed=seed, study=name, method=method)))
-    write_json(results_path, {"study": name, "method": method, "seed": seed, "metric": trainer.metric, "results": records})
-    return records
+        prov = _provenance(config, cfg, trainer, seed=seed, study=name, method=method, randomness=noise.describe())
+        internal.append(r.record(prov))
+        releases.append(release_record(r, prov))
+    head = {"study": name, "method": method, "seed": seed, "metric": trainer.metric}
+    write_json(internal_path, {"internal": INTERNAL_NOTICE} | head | {"results": internal})
+    write_json(results_path, head | {"results": releases})
+    return releases
 
 
-def run_study_nonprivate(config: dict, name: str, source, result_path) -> dict:
+def run_study_nonprivate(config: dict, name: str, source, result_path) -> dict:  # ε = ∞: no release split
     """Every search-space grid point trained without noise (σ = 0), best on TEST: the ε = ∞ reference."""
     from dphpo.hpo import nonprivate
     from dphpo.hpo.space import SearchSpace

@@ -1,6 +1,6 @@
 """Full-batch DP-GD on a linear head, many trials at once (seed 000, Algorithm 1).
 
-Per step, for every trial h:  g̃ = (Σ_i clip_C(∇ℓ(x_i, W_h)) + σ_h C ξ) / N,
+Per step, for every trial h:  g̃ = (Σ_i clip_C(∇ℓ(x_i, W_h)) + σ_h C ξ) / N_pub,
 v ← ρ v + g̃,  W_h ← W_h − η_h v  (PyTorch's momentum convention).
 
 For softmax cross-entropy on a linear head the per-sample gradient is (p_i − y_i) x_iᵀ with norm
@@ -20,6 +20,11 @@ every trial draws its own Poisson subset (each example kept with probability q, 
 generator, before that step's noise), sums the clipped gradients of that subset only, adds the same
 noise σ·C·ξ and divides by the expected batch size q·N (the normalization the subsampled-Gaussian
 accountants assume). Full batch (the method) is q = None.
+
+N_pub is the *declared public* size of the training set, never the private count N: under
+add/remove adjacency a neighbour differs in N, so ÷N would leak membership through the scale of the
+update, a channel the ledger does not charge (docs/privacy.md). Dividing by a public constant is
+post-processing of the noisy sum.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ def train_linear_dpgd(
     num_classes: int,
     trials: TrialBatch,
     *,
+    n_public: float,
     clip_norm: float = 1.0,
     momentum: float = 0.9,
     free_step: bool = True,
@@ -88,7 +94,8 @@ def train_linear_dpgd(
 ) -> torch.Tensor:
     """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU, in the features' dtype.
 
-    `features` (N×d) and `labels` (N) may live on any device; training runs there. A bias is a
+    `features` (N×d) and `labels` (N) may live on any device; training runs there. `n_public` is the
+    declared public size the noisy sum is divided by (times q for Poisson minibatches). A bias is a
     column of ones appended by the caller (`with_bias_column`). `init_std > 0` replaces the zero
     init by N(0, init_std²) weights drawn from each trial's seed (ablation only). `sample_rate`
     q in (0, 1) switches to Poisson-subsampled minibatch DP-SGD (ablation only); None or 1 is full batch.
@@ -97,6 +104,8 @@ def train_linear_dpgd(
     trials, `weights` (active, K, d) the models the step's gradients were taken at, `noisy_grad`
     (active, K, d) the noisy averaged gradient of the step, before the update.
     """
+    if not float(n_public) > 0:
+        raise ValueError(f"n_public must be a positive declared size, got {n_public}")
     if sample_rate is not None and not 0.0 < float(sample_rate) <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
     q = None if sample_rate is None or float(sample_rate) >= 1.0 else float(sample_rate)
@@ -113,14 +122,14 @@ def train_linear_dpgd(
         group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
         hook = None if on_step is None else (lambda t, w, g, idx=idx: on_step(t, idx[: w.shape[0]], w, g))
         weights[torch.as_tensor(idx)] = _train_group(
-            features, labels, num_classes, group, clip_norm, momentum, free_step, init_std, bar, q, hook
+            features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook
         ).cpu()
     bar.close()
     return weights
 
 
 def _train_group(
-    features, labels, num_classes, trials, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None
+    features, labels, num_classes, trials, n_public, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None
 ):
     device, dtype = features.device, features.dtype
     n, d = features.shape
@@ -152,7 +161,7 @@ def _train_group(
                 for j in range(active)
             ]
         ).to(device=device, dtype=dtype)
-        grad = (clipped_sum + noise) / (n if sample_rate is None else sample_rate * n)
+        grad = (clipped_sum + noise) / (n_public if sample_rate is None else sample_rate * n_public)
         if on_step is not None:
             on_step(t, w[:active], grad)
         v[:active] = momentum * v[:active] + grad

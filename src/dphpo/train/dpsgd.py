@@ -8,7 +8,7 @@ OSO step rule of `dphpo.train.oso` to the flat parameter vector, and divides the
 the *expected* batch size q·N (the empty batch still gets its noise). The (g̃, q̃) pair released
 per step is one Gaussian mechanism of multiplier ν on a Poisson subsample, so T steps are T
 compositions of the Poisson-subsampled Gaussian (rate q, multiplier ν), accounted with
-prv-accountant's upper bound (methods.md §0) by the ledger's PRV composition (`dphpo.privacy.ledger.Ledger`).
+prv-accountant's upper bound (docs/methods.md §0) by the ledger's PRV composition (`dphpo.privacy.ledger.Ledger`).
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ def train_dpsgd(
     labels: torch.Tensor,
     *,
     sample_rate: float,
+    n_public: float,
     steps: int,
     sigma: float,
     clip_norm: float,
@@ -110,7 +111,8 @@ def train_dpsgd(
 
     Each of `steps` steps draws a Poisson batch of rate q from the N = len(labels) examples, clips every
     per-sample gradient to `clip_norm` on the whole parameter vector, adds N(0, σ²C²) noise to the sum
-    and divides by the expected batch size qN; then SGD with momentum in PyTorch's convention. The
+    and divides by the expected batch size q·N_pub (N_pub: the declared public size, never the private
+    count, which a neighbour changes; docs/privacy.md); then SGD with momentum in PyTorch's convention. The
     empty batch still releases its noise. `batch_inputs(indices)` builds the input tensor of a batch on
     the model's device.
     Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
@@ -140,7 +142,7 @@ def train_dpsgd(
             scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
             grad_sum = scale @ per_sample
         noise = torch.randn(velocity.shape, generator=gen).to(device)
-        noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n)
+        noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n_public)
         velocity = momentum * velocity + noisy
         apply_step(params, lr, velocity)
         batches.append(int(idx.numel()))
@@ -153,6 +155,7 @@ def train_cnn_oso(
     num_classes: int,
     *,
     sample_rate: float,
+    n_public: float,
     steps: int,
     nu: float,
     eta0: float,
@@ -162,7 +165,7 @@ def train_cnn_oso(
     seed: int = 0,
     progress: bool = False,
 ) -> tuple[nn.Module, dict]:
-    """OSO-DPSGD on a SmallCNN with Poisson minibatches of rate q; returns the model and a trace (C_t, ρ_t)."""
+    """OSO-DPSGD on a SmallCNN with Poisson minibatches of rate q (sums ÷ q·n_public); returns the model and a trace (C_t, ρ_t)."""
     import warnings
 
     # opacus' hooks warn that no *input* requires a gradient: expected, only parameters do
@@ -172,12 +175,12 @@ def train_cnn_oso(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny convolutions: extra threads only add synchronisation (10× slower on a busy box)
     try:
-        return _train_cnn_oso(images, labels, num_classes, sample_rate, steps, nu, eta0, rule, momentum, channels, seed, progress)
+        return _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train_cnn_oso(images, labels, num_classes, sample_rate, steps, nu, eta0, rule, momentum, channels, seed, progress):
+def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress):
     from opacus import GradSampleModule
 
     n = images.shape[0]
@@ -189,7 +192,7 @@ def _train_cnn_oso(images, labels, num_classes, sample_rate, steps, nu, eta0, ru
     params = [p for p in gsm.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     nu_g, nu_q = noise_split(nu, rule.nu_q_ratio)
-    expected_batch = sample_rate * n
+    expected_batch = sample_rate * n_public
     clip, lr = torch.tensor(rule.clip_init), torch.tensor(float(eta0))
     velocity = torch.zeros(n_params)
     g_prev, q_prev = torch.zeros(n_params), torch.zeros(n_params)

@@ -77,6 +77,7 @@ def train_dpzo(
     example_losses,
     n_train: int,
     *,
+    n_public: int,
     lr: float,
     steps: int,
     sigma: float,
@@ -86,10 +87,11 @@ def train_dpzo(
     desc: str = "DP-ZO",
 ) -> tuple[nn.Module, dict]:
     """`steps` DP-ZO steps on `model` (in place). Batches, directions and noise are seeded by `seed`
-    from separate CPU generators (z is public randomness: its generator never sees data)."""
+    from separate CPU generators (z is public randomness: its generator never sees data). q = B/n_public
+    and the noisy sum is divided by q·n_public: the declared public size, never the private count."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
-    q = settings.sample_rate(n_train)
+    q = settings.sample_rate(n_public)
     sample_gen = torch.Generator().manual_seed(int(seed))
     direction_gen = torch.Generator().manual_seed(int(seed) ^ 0x5A5A5A5A)
     noise_gen = torch.Generator().manual_seed(int(seed) ^ 0x3C3C3C3C)
@@ -107,7 +109,7 @@ def train_dpzo(
             clipped.append(float((d.abs() > C).float().mean()))
             total += float(d.clamp(-C, C).sum())
         noise = float(torch.randn((), generator=noise_gen)) * sigma * C
-        g = (total + noise) / (q * n_train)
+        g = (total + noise) / (q * n_public)
         _perturb(params, direction, -lr * g)
         batches.append(int(idx.numel()))
     return model.eval(), {

@@ -204,6 +204,7 @@ def train_dp(
     example_losses: Callable[[nn.Module, torch.Tensor], torch.Tensor],
     n_train: int,
     *,
+    n_public: int,
     lr: float,
     steps: int,
     sigma: float,
@@ -215,13 +216,16 @@ def train_dp(
     """`steps` DP steps on `model` (in place); `example_losses(module, indices)` gives the (B,) losses.
 
     Sampling and noise come from one CPU generator seeded with `seed`: same numbers on any device.
+    Each of the `n_train` examples joins a batch with probability q = B/n_public, and the noisy sum is
+    divided by q·n_public = B: both from the declared public size, never the private count n_train.
+    (Its `mean_batch` trace is a private statistic: internal logs only.)
     Returns the trained module (eval mode) and a trace (mean batch size, mean clipped fraction).
     """
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
     if int(steps) < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    q = settings.sample_rate(n_train)
+    q = settings.sample_rate(n_public)
     gen = torch.Generator().manual_seed(int(seed))
     private = sigma > 0
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
@@ -245,7 +249,7 @@ def train_dp(
             noisy = []
             for p, acc in zip(params, total):
                 noise = torch.randn(p.shape, generator=gen).to(device) * (sigma * settings.clip_norm) if private else 0.0
-                noisy.append((acc + noise) / (q * n_train))
+                noisy.append((acc + noise) / (q * n_public))
             opt.step(noisy)
             batches.append(int(idx.numel()))
     finally:
@@ -272,13 +276,14 @@ class TaskTrainer:
 
     kind = "task"
 
-    def __init__(self, task, accountant, settings):
+    def __init__(self, task, accountant, settings, n_public: int):
         self.task = task
         self.accountant = accountant
         self.settings = settings
         self.metric = task.metric
         self.n_train = task.n_train
         self.n_test = task.n_test
+        self.n_public = int(n_public)
 
     def provenance(self) -> dict:
         return {
@@ -288,7 +293,7 @@ class TaskTrainer:
             "task": self.task.provenance(),
         }
 
-    # train_fn(model, example_losses, n_train, *, lr, steps, sigma, seed, settings, progress, desc)
+    # train_fn(model, example_losses, n_train, *, n_public, lr, steps, sigma, seed, settings, progress, desc)
     # -> (trained model, run info): the private training loop of the subclass
     train_fn = None
 
@@ -297,6 +302,7 @@ class TaskTrainer:
             self.task.build_model(),
             self.task.example_losses,
             self.task.n_train,
+            n_public=self.n_public,
             lr=lr,
             steps=steps,
             sigma=sigma,

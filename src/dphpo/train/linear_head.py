@@ -1,6 +1,6 @@
 """The batched linear-head trainer: full-batch DP-GD on cached features (seed 000, Algorithm 1).
 
-`TrainSettings` holds the training primitive's fixed settings (methods.md §1) and the accounting
+`TrainSettings` holds the training primitive's fixed settings (docs/methods.md §1) and the accounting
 choices (δ, adjacency, accountant, batch size) from which `accountant_for` builds the run accountant;
 `PreparedFeatures` are the features on the training device; `LinearHeadTrainer` is the
 `PrivateTrainer` the HPO methods call.
@@ -22,7 +22,7 @@ from dphpo.train.protocol import TrialOutcome
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """The fixed parts of the training primitive (methods.md §1); all recorded in provenance."""
+    """The fixed parts of the training primitive (docs/methods.md §1); all recorded in provenance."""
 
     clip_norm: float = 1.0
     momentum: float = 0.9
@@ -58,16 +58,16 @@ class TrainSettings:
             accountant=p.get("accountant", "gdp"),
         )
 
-    def sample_rate(self, n_train: int) -> float | None:
-        """Poisson sampling rate q = B/N of a minibatch run; None for full batch."""
+    def sample_rate(self, n_public: int) -> float | None:
+        """Poisson sampling rate q = B/N_pub of a minibatch run (N_pub: the declared public size); None for full batch."""
         if self.batch_size is None:
             return None
-        return min(1.0, self.batch_size / n_train)
+        return min(1.0, self.batch_size / n_public)
 
-    def accountant_for(self, n_train: int) -> RunAccountant:
-        """The accountant of one run on `n_train` examples (`dphpo.privacy.accountant.make_accountant`;
-        `accountant_from_config` also reads privacy.eps_error)."""
-        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_train), batch_size=self.batch_size)
+    def accountant_for(self, n_public: int) -> RunAccountant:
+        """The accountant of one run on a training set of declared size `n_public`
+        (`dphpo.privacy.accountant.make_accountant`; `accountant_from_config` also reads privacy.eps_error)."""
+        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_public), batch_size=self.batch_size)
 
 
 @dataclass
@@ -81,6 +81,9 @@ class PreparedFeatures:
     num_classes: int
     checksum: str
     attrs: dict
+    # The declared public size of the training set (`dphpo.data.registry.public_train_size`): the only
+    # size the mechanism uses. n_train, the private count, is for internal logs only.
+    n_public: int
 
     @property
     def n_train(self) -> int:
@@ -91,8 +94,9 @@ class PreparedFeatures:
         return int(self.x_test.shape[0])
 
 
-def prepare_features(feature_set: Any, settings: TrainSettings) -> PreparedFeatures:
-    """Move a FeatureSet to the device; optional fixed-norm scaling and bias column (both data-independent)."""
+def prepare_features(feature_set: Any, settings: TrainSettings, n_public: int) -> PreparedFeatures:
+    """Move a FeatureSet to the device; optional fixed-norm scaling and bias column (both data-independent).
+    `n_public`: the declared public training-set size (never len(feature_set.y_train))."""
     device = resolve_device(settings.device)
 
     def prep(x: torch.Tensor) -> torch.Tensor:
@@ -109,6 +113,7 @@ def prepare_features(feature_set: Any, settings: TrainSettings) -> PreparedFeatu
         num_classes=int(feature_set.num_classes),
         checksum=feature_set.checksum,
         attrs=dict(feature_set.attrs),
+        n_public=int(n_public),
     )
 
 
@@ -123,12 +128,12 @@ class LinearHeadTrainer:
 
     def __init__(self, features: PreparedFeatures, settings: TrainSettings, accountant: RunAccountant | None = None) -> None:
         self.features, self.settings = features, settings
-        self.accountant = settings.accountant_for(features.n_train) if accountant is None else accountant
+        self.accountant = settings.accountant_for(features.n_public) if accountant is None else accountant
 
     @classmethod
     def from_config(cls, features: PreparedFeatures, config: dict) -> "LinearHeadTrainer":
         """The trainer a config asks for on these features (accountant: `accountant_from_config`)."""
-        return cls(features, TrainSettings.from_config(config), accountant_from_config(config, features.n_train))
+        return cls(features, TrainSettings.from_config(config), accountant_from_config(config, features.n_public))
 
     @property
     def n_train(self) -> int:
@@ -138,6 +143,10 @@ class LinearHeadTrainer:
     def n_test(self) -> int:
         return self.features.n_test
 
+    @property
+    def n_public(self) -> int:
+        return self.features.n_public
+
     def provenance(self) -> dict:
         f = self.features
         return {
@@ -146,7 +155,7 @@ class LinearHeadTrainer:
                 "content_sha256": f.checksum,
                 "extractor": f.attrs.get("extractor"),
                 "dataset_checksum": f.attrs.get("dataset_checksum"),
-                "n_train": f.n_train,
+                "n_public_train": f.n_public,
                 "n_test": f.n_test,
                 "upstream_privacy": f.attrs.get("upstream_privacy"),
             },
@@ -170,13 +179,14 @@ class LinearHeadTrainer:
             f.y_train,
             f.num_classes,
             TrialBatch(list(eta), [int(t) for t in steps], list(sigma), [int(x) for x in seeds]),
+            n_public=f.n_public,
             clip_norm=s.clip_norm,
             momentum=s.momentum,
             free_step=s.free_step,
             init_std=s.init_std,
             progress=progress,
             desc=desc,
-            sample_rate=s.sample_rate(f.n_train),
+            sample_rate=s.sample_rate(f.n_public),
         )
         return self.outcome(weights)
 
@@ -197,11 +207,12 @@ class LinearHeadTrainer:
     def save_model(self, outcome: TrialOutcome, index: int, path) -> None:
         save_weights(outcome.models[index], path)
 
-    def subsample(self, keep: np.ndarray) -> "LinearHeadTrainer":
-        """The same trainer on the training examples `keep` (indices); test data unchanged."""
+    def subsample(self, keep: np.ndarray, n_public: float) -> "LinearHeadTrainer":
+        """The same trainer on the training examples `keep` (indices); test data unchanged. `n_public`:
+        the public size its sums are divided by (a Poisson subsample of rate q: q·N_pub, not |keep|)."""
         f = self.features
         idx = torch.as_tensor(keep, device=f.x_train.device)
-        sub = PreparedFeatures(f.x_train[idx], f.y_train[idx], f.x_test, f.y_test, f.num_classes, f.checksum, f.attrs)
+        sub = PreparedFeatures(f.x_train[idx], f.y_train[idx], f.x_test, f.y_test, f.num_classes, f.checksum, f.attrs, n_public)
         return LinearHeadTrainer(sub, self.settings, self.accountant)
 
 

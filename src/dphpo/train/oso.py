@@ -1,4 +1,4 @@
-"""OSO-DPSGD (seed 002, Algorithm 1; methods.md §4): online clipping-threshold and learning-rate adaptation.
+"""OSO-DPSGD (seed 002, Algorithm 1; docs/methods.md §4): online clipping-threshold and learning-rate adaptation.
 
 Per step t, with per-sample gradients g_i, clipping threshold C_t and learning rate ρ_t:
   ḡ_i = g_i / max(1, ‖g_i‖/C_t),   q_i = g_i/‖g_i‖ if ‖g_i‖ > C_t else 0 (the clipped samples),
@@ -90,6 +90,7 @@ def train_linear_oso(
     seeds: Sequence[int],
     rule: OsoRule,
     *,
+    n_public: float,
     momentum: float = 0.9,
     free_step: bool = True,
     progress: bool = False,
@@ -98,7 +99,7 @@ def train_linear_oso(
     """Train H trials (initial learning rate, steps, noise multiplier ν, seed) of OSO-DPSGD together.
 
     Returns weights (H, K, d) on the CPU and traces {"clip": (H,), "lr": (H,)} of the final C_T and ρ_T.
-    Full batch: B = N. Trials are processed longest first; finished trials stop updating.
+    Full batch; sums are divided by the declared public size `n_public`, never the private N. Trials are processed longest first; finished trials stop updating.
     """
     h = len(eta0)
     if not (len(steps) == len(nu) == len(seeds) == h):
@@ -108,7 +109,7 @@ def train_linear_oso(
         parts = [
             train_linear_oso(
                 features, labels, num_classes, *(list(v)[s : s + per_group] for v in (eta0, steps, nu, seeds)), rule,
-                momentum=momentum, free_step=free_step, progress=progress, desc=desc,
+                n_public=n_public, momentum=momentum, free_step=free_step, progress=progress, desc=desc,
             )
             for s in range(0, h, per_group)
         ]
@@ -134,8 +135,8 @@ def train_linear_oso(
         g_sum, q_sum = sums[:a], sums[a:]
         noise_g = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][0] for j in range(a)]).to(device, dtype)
         noise_q = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][1] for j in range(a)]).to(device, dtype)
-        g_tilde = (g_sum + noise_g * clip[:a].view(a, 1, 1)) / n
-        q_tilde = (q_sum + noise_q) / n
+        g_tilde = (g_sum + noise_g * clip[:a].view(a, 1, 1)) / n_public
+        q_tilde = (q_sum + noise_q) / n_public
         v[:a] = momentum * v[:a] + g_tilde
         w[:a] = w[:a] - lr[:a].view(a, 1, 1) * v[:a]
         dot_c = (g_tilde * q_prev[:a]).sum(dim=(1, 2))

@@ -40,8 +40,11 @@ class TrialOutcome:
 class PrivateTrainer(Protocol):
     kind: str  # "linear_head" | "finetune" | "dpzo" ...
     metric: str  # "accuracy" (higher is better) | "perplexity" (lower is better)
-    n_train: int
+    n_train: int  # the private count: internal logs only, never used by the mechanism
     n_test: int
+    # the declared public size of the training set: the only size the mechanism uses (normalizers,
+    # Poisson rates, δ = 1/(2N)); under add/remove adjacency the private count is not public
+    n_public: int
     accountant: RunAccountant  # how one of its runs is accounted
 
     def provenance(self) -> dict: ...

