@@ -138,6 +138,16 @@ def test_altered_result_is_named_by_the_table_rules(result, tmp_path):
         _make_tables(result, tmp_path)
 
 
+def test_result_whose_seal_was_removed_is_refused_like_an_altered_one(result, tmp_path):
+    record = json.loads(result.read_text())
+    record.pop(SEAL_KEY)
+    record["test_accuracy"] = 0.9747  # a hand edit that also deletes the seal
+    result.write_text(json.dumps(record, indent=2))
+    with pytest.raises(OutputFileError, match=rf"{result} has no {SEAL_KEY}"):
+        _make_tables(result, tmp_path)
+    assert not (tmp_path / "tables" / "ls.md").exists()
+
+
 def test_missing_result_is_named(tmp_path):
     with pytest.raises(OutputFileError, match=r"missing file .*result.json"):
         read_json(tmp_path / "result.json")

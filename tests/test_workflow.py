@@ -133,3 +133,7 @@ def test_tiny_study_end_to_end(tmp_path):
     # a second run has nothing to do
     proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    # a deleted released model is restored by the same command (models are targets of `all`)
+    (runs / "mehta" / "default" / "seed0" / "eps1" / "model.npz").unlink()
+    proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    assert "run_method" in proc.stdout + proc.stderr and "Nothing to be done" not in proc.stdout + proc.stderr

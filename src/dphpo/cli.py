@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from dphpo.errors import DPHPOError
@@ -584,8 +585,43 @@ def _missing(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from dphpo.report.tables import Table
+    from dphpo.verify import verify_tree
+
+    root = Path(args.results_dir)
+    if not root.is_dir():
+        return _fail("dphpo verify", f"RESULTS_DIR {root} is not a directory")
+    if args.configfile and not Path(args.configfile).is_file():
+        return _fail("dphpo verify", f"--configfile {args.configfile} does not exist")
+    checks, summary = verify_tree(root, args.configfile)
+    if not checks:
+        return _fail("dphpo verify", f"no release (result.json, results.json) under {root}")
+    rows = [c.row() for c in checks]
+    print(Table(list(rows[0]), rows, caption=f"dphpo verify {root}").to_markdown())
+    print()
+    for key, value in summary.items():
+        print(f"{key}: {value}")
+    return 0 if summary["failed"] == 0 else 1
+
+
+def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
+    text = (
+        "Check a published results tree from its files alone (never trains, needs no key): every release's "
+        "seal, its total eps recomputed from its ledger by independent code (GDP closed form; dp_accounting "
+        "RDP and PLD), its target, that it holds no field the guarantee does not cover, and with --configfile "
+        "that its config hash is the one that config asks for. Exit 0: everything holds; 1: something fails; "
+        "2: bad arguments."
+    )
+    p = subparsers.add_parser("verify", help="verify a published results tree", description=text)
+    p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
+    p.add_argument("--configfile", help="the config the results claim to come from (workflow config YAML)")
+    p.set_defaults(handler=_verify)
+    return p
+
+
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
-SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser, add_audit_parser]
+SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser, add_audit_parser, add_verify_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

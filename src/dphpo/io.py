@@ -78,7 +78,7 @@ def write_json(path: str | os.PathLike, data: Any) -> None:
     data = _to_jsonable(data)
     if isinstance(data, dict):
         data = {k: v for k, v in data.items() if k != SEAL_KEY}
-        data[SEAL_KEY] = _seal(data)
+        data[SEAL_KEY] = seal(data)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
@@ -93,15 +93,20 @@ def read_json(path: str | os.PathLike) -> Any:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise OutputFileError(f"{path} is not a complete JSON file ({exc}); it was truncated or damaged: "
                               "delete it and rerun") from None
-    if isinstance(data, dict) and SEAL_KEY in data:
+    if isinstance(data, dict):
+        # every mapping the workflow writes is sealed: a missing seal (removed by a hand edit) is refused
+        # like a wrong one, or an edited result would enter the tables
+        if SEAL_KEY not in data:
+            raise OutputFileError(f"{path} has no {SEAL_KEY}: it was not written by dphpo or its seal was removed "
+                                  "(hand-edited?); delete it and rerun")
         stored = data.pop(SEAL_KEY)
-        if _seal(data) != stored:
+        if seal(data) != stored:
             raise OutputFileError(f"{path} was altered after it was written: its {SEAL_KEY} {stored} does not match "
-                                  f"its content ({_seal(data)}); delete it and rerun")
+                                  f"its content ({seal(data)}); delete it and rerun")
     return data
 
 
-def _seal(data: dict) -> str:
+def seal(data: dict) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces) of a mapping."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return hashlib.sha256(canonical.encode()).hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -25,8 +26,19 @@ TRACKED_PACKAGES = (
 )
 
 
+@functools.lru_cache(maxsize=1)
+def source_sha256() -> str:
+    """sha256 over the dphpo package's source files (relative path and bytes of each .py, sorted): which
+    code made a result, where the version number alone ("0.1.0") cannot tell."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version(), "dphpo_source_sha256": source_sha256()}
     for name in names:
         try:
             versions[name] = metadata.version(name)

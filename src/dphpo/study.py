@@ -87,24 +87,61 @@ def target_eps(config: dict) -> list[float]:
 RUN_SETTINGS_KEYS = ("data_dir", "privacy", "search_space", "training", "selection", "linear_scaling", "baselines")
 
 
-def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
-                      dataset: str | None = None) -> str:
-    """Hash of what a training job computes from: a rule `params:` entry, so that Snakemake reruns
-    exactly the jobs a config change affects (results of another config are never reused).
-    The study's extractor section and dataset options (subsets) are part of it."""
+def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = None) -> dict:
+    """What a training job computes from, read off a variant's config (`variant_config`): the run
+    settings sections, the study's extractor section and dataset options, the public size and the
+    noise key's fingerprint (another key draws other noise)."""
     from dphpo.features.build import dataset_options
 
-    cfg = variant_config(config, variant)
     settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
     if extractor is not None:
         settings["extractor"] = cfg.get("extractors", {}).get(extractor)
     if dataset is not None:
         settings["dataset"] = dataset_options(cfg, dataset)
         settings["public_n_train"] = public_train_size(cfg, dataset)
-    # another key draws other noise: every private result is recomputed (the path of the key is not hashed)
-    settings["noise_key"] = key_from_config(cfg).fingerprint()
+    settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
-    return config_hash(settings)
+    return settings
+
+
+def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
+                      dataset: str | None = None) -> str:
+    """Hash of `run_settings`: a rule `params:` entry, so that Snakemake reruns exactly the jobs a
+    config change affects, and what every result records (`provenance.settings_hash`) so that a
+    consumer refuses a result of other settings (`check_inputs`) even where Snakemake did not rerun."""
+    return config_hash(run_settings(variant_config(config, variant), extractor, dataset))
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def check_inputs(paths: Any, config: dict) -> None:
+    """Refuse a stage or result file computed with other settings than `config` asks for (after
+    `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it),
+    naming the file and the keys that differ. Raises OutputFileError."""
+    import json
+
+    from dphpo.errors import OutputFileError
+    from dphpo.io import read_json
+
+    for path in paths:
+        prov = read_json(path).get("provenance") or {}
+        if "settings_hash" not in prov:
+            raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
+        want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
+        if prov["settings_hash"] != config_hash(want):
+            had, now = _flat(prov.get("settings") or {}), _flat(json.loads(json.dumps(want, default=str)))
+            keys = sorted(k for k in set(had) | set(now) if had.get(k) != now.get(k)) or ["(unknown: no settings recorded)"]
+            raise OutputFileError(
+                f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
+                f"delete it or rerun with `snakemake --forcerun {path}`"
+            )
 
 
 def train_settings(config: dict) -> TrainSettings:
@@ -176,6 +213,9 @@ def provenance(config: dict, trainer: Any | None = None, result: MethodResult | 
         block.update(trainer.provenance())
     else:
         block["training"] = train_settings(config).__dict__
+    if "dataset" in extra and "extractor" in extra:  # what Snakemake's params hash: consumers check it
+        block["settings"] = run_settings(config, extra["extractor"], extra["dataset"])
+        block["settings_hash"] = config_hash(block["settings"])
     if noise is not None:
         block["randomness"] = noise.describe()
         cache = block.get("feature_cache") or {}

@@ -94,8 +94,18 @@ def baseline_results():
     ]
 
 
+def released_models():
+    """The released model of every result of the study: a deleted model is restored by `all` too."""
+    results = [
+        f
+        for dataset, extractor in STUDIES
+        for f in method_results("linear_scaling", dataset, extractor)
+    ] + baseline_results()
+    return [f[: -len("result.json")] + "model.npz" for f in results]
+
+
 def study_outputs():
-    return [
+    return released_models() + [
         "results/tables/linear_scaling.md",
         "results/tables/linear_scaling.csv",
         "results/tables/linear_scaling.html",

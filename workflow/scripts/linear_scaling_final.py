@@ -8,6 +8,7 @@ from dphpo.io import read_json
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
+    study.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
     trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
     results = linear_scaling.run_final(

@@ -11,6 +11,8 @@ cfg = study.variant_config(snakemake.config, wc.variant)
 with study.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
     noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+    if snakemake.input.previous:  # a stage of other settings is refused, naming the keys that differ
+        study.check_inputs([snakemake.input.previous], snakemake.config)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
     stage = linear_scaling.run_stage(
         trainer,
@@ -23,6 +25,8 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
         previous=previous,
     )
     stage = {"internal": INTERNAL_NOTICE} | stage
-    stage["provenance"] = study.provenance(cfg, trainer, noise=noise, seed=int(wc.seed))
+    stage["provenance"] = study.provenance(
+        cfg, trainer, noise=noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
+    )
     write_json(snakemake.output.stage, stage)
     log.info("stage %s: selected r = %s", wc.stage, [s["selected_r"] for s in stage["searches"]])

@@ -1,0 +1,268 @@
+"""`dphpo verify RESULTS_DIR`: audit a published results tree from its files alone.
+
+For someone checking a DP claim that was published with its results tree (a reproducibility audit):
+it never trains and never needs the noise key, so it runs on a tree copied to another machine. For
+every release (`runs/**/result.json`, `language/**/results.json`) it checks
+
+- the seal (`record_sha256`): a missing seal fails like a wrong one;
+- the total ε, recomputed from the ledger's entries by an implementation independent of
+  `dphpo.privacy`: the closed form of μ-GDP (scipy) for all-GDP ledgers; Google's `dp_accounting`
+  for the rest — RDP curves summed and converted by `dp_accounting.rdp.compute_epsilon`, Poisson-
+  subsampled Gaussian runs (PRV entries) composed with its privacy-loss-distribution accountant. The
+  stated total must agree (it may be larger by the PRV/PLD discretisation tolerance, never smaller),
+  and must be within the stated target;
+- that the release holds no field its guarantee does not cover (exact training statistics, private
+  counts, plain checksums of private data: `dphpo.hpo.common.INTERNAL_KEYS`);
+- with `--configfile`, that each vision release's config hash is the one that config asks for.
+
+It prints one table (file, method, claimed ε, recomputed ε, status) and a summary; the exit status is
+0 when everything holds, 1 otherwise (2: bad arguments, in the CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from dphpo.io import SEAL_KEY, seal
+
+#: Tolerance of a recomputed ε where either side is numerical (prv-accountant's upper bound carries its
+#: eps_error, 0.01 by default; PLD discretises): relative and absolute.
+NUMERIC_RTOL, NUMERIC_ATOL = 0.02, 0.02
+#: Relative tolerance where both sides are closed forms or the same RDP arithmetic.
+EXACT_RTOL = 1e-6
+
+
+@dataclass
+class Check:
+    """The verdict on one release."""
+
+    file: str
+    method: str
+    claimed_eps: float | None
+    recomputed_eps: float | None = None
+    how: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "method": self.method,
+            "claimed ε": self.claimed_eps,
+            "recomputed ε": self.recomputed_eps,
+            "how": self.how,
+            "status": "ok" if self.ok else "FAIL: " + "; ".join(self.problems),
+        }
+
+
+# ------------------------------------------------------------------------------------------
+# independent accounting
+
+
+def gdp_eps(mu: float, delta: float) -> float:
+    """ε of μ-GDP at δ (Dong, Roth & Su 2022, Cor. 2.13), solved here with scipy alone."""
+    if mu <= 0:
+        return 0.0
+
+    def excess(eps: float) -> float:
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while excess(hi) > 0:
+        hi *= 2
+    return brentq(excess, 0.0, hi, xtol=1e-14, rtol=1e-12)
+
+
+def _rdp_at(orders: list[float], values: list[float], order: float) -> float:
+    """A curve's RDP at `order`: its value at the smallest grid order ≥ `order` (RDP grows with λ)."""
+    candidates = [v for o, v in zip(orders, values) if o >= order]
+    return min(candidates) if candidates else math.inf
+
+
+def recompute(record: dict) -> tuple[float | None, str]:
+    """(ε, how) of a release's ledger, recomputed independently; (None, why) where no independent
+    implementation exists."""
+    privacy = record.get("privacy") or {}
+    entries = privacy.get("entries") or []
+    delta = float(record["total_delta"]) - float((privacy.get("truncation") or {}).get("delta_cap", 0.0))
+    mechanisms = {e.get("mechanism", "gdp") for e in entries}
+    if mechanisms <= {"gdp"}:
+        mu = math.sqrt(sum(e["count"] * e["mu"] ** 2 for e in entries))
+        return gdp_eps(mu, delta), "GDP closed form (scipy)"
+    if "rdp" in mechanisms:
+        return _rdp_eps(entries, delta), "RDP curves summed, dp_accounting conversion"
+    return _pld_eps(entries, delta), "dp_accounting PLD (Poisson-subsampled Gaussians + Gaussians)"
+
+
+def _rdp_eps(entries: list[dict], delta: float) -> float:
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    orders = sorted({float(o) for e in entries if e.get("mechanism") == "rdp" for o in e["rdp_orders"]})
+    total = [0.0] * len(orders)
+    for e in entries:
+        mech, count = e.get("mechanism", "gdp"), int(e.get("count", 1))
+        if mech == "gdp":
+            curve = [lam * e["mu"] ** 2 / 2 for lam in orders]
+        elif mech == "rdp":
+            curve = [_rdp_at(e["rdp_orders"], e["rdp_values"], lam) for lam in orders]
+        else:
+            d = e["details"]
+            acc = rdp.RdpAccountant(orders)
+            acc.compose(dp_event.PoissonSampledDpEvent(float(d["q"]), dp_event.GaussianDpEvent(float(d["sigma"]))), int(d["steps"]))
+            curve = list(acc._rdp)  # the accountant's composed RDP at `orders`
+        total = [t + count * c for t, c in zip(total, curve)]
+    eps, _ = rdp.compute_epsilon(orders, total, delta)
+    return float(eps)
+
+
+def _pld_eps(entries: list[dict], delta: float) -> float:
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant as pld
+
+    acc = pld.PLDAccountant(value_discretization_interval=1e-3)
+    mu_sq = 0.0
+    for e in entries:
+        count = int(e.get("count", 1))
+        if e.get("mechanism", "gdp") == "gdp":
+            mu_sq += count * e["mu"] ** 2
+        else:
+            d = e["details"]
+            run = dp_event.PoissonSampledDpEvent(float(d["q"]), dp_event.GaussianDpEvent(float(d["sigma"])))
+            acc.compose(run, int(d["steps"]) * count)
+    if mu_sq > 0:
+        acc.compose(dp_event.GaussianDpEvent(1.0 / math.sqrt(mu_sq)))
+    return float(acc.get_epsilon(delta))
+
+
+# ------------------------------------------------------------------------------------------
+# the tree
+
+
+def _uncovered(value: Any, where: str = "") -> list[str]:
+    from dphpo.hpo.common import INTERNAL_KEYS
+
+    found = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            path = f"{where}.{k}" if where else k
+            if k in INTERNAL_KEYS:
+                found.append(path)
+            found += _uncovered(v, path)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found += _uncovered(v, f"{where}[{i}]")
+    return found
+
+
+def _load_sealed(path: Path) -> tuple[Any, list[str]]:
+    """The JSON document and its seal problems (a missing seal is a problem)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return None, [f"unreadable ({err})"]
+    if not isinstance(data, dict):
+        return data, ["not a sealed record"]
+    stored = data.pop(SEAL_KEY, None)
+    if stored is None:
+        return data, [f"no {SEAL_KEY}: the seal was removed"]
+    if stored != seal(data):
+        return data, [f"{SEAL_KEY} does not match the content: edited after it was written"]
+    return data, []
+
+
+def check_record(record: dict, file: str, expected_hash: str | None = None) -> Check:
+    check = Check(file, str(record.get("method")), record.get("total_eps"))
+    if not record.get("private", True):
+        check.how = "non-private (ε = ∞): nothing to recompute"
+        return check
+    try:
+        eps, check.how = recompute(record)
+    except (KeyError, TypeError, ValueError) as err:
+        check.problems.append(f"ledger cannot be recomputed ({type(err).__name__}: {err})")
+        eps = None
+    check.recomputed_eps = eps
+    claimed = record.get("total_eps")
+    stated_total = ((record.get("privacy") or {}).get("total") or {}).get("eps")
+    target = (record.get("target") or {}).get("eps")
+    if eps is not None and claimed is not None:
+        exact = check.how.startswith(("GDP", "RDP"))
+        rtol, atol = (EXACT_RTOL, 1e-12) if exact else (NUMERIC_RTOL, NUMERIC_ATOL)
+        if eps > claimed * (1 + rtol) + atol:
+            check.problems.append(f"claimed ε {claimed:.6g} is below the ledger's {eps:.6g}")
+        elif eps < claimed * (1 - rtol) - atol:
+            check.problems.append(f"claimed ε {claimed:.6g} does not match the ledger's {eps:.6g} (an entry missing?)")
+    if stated_total is not None and claimed is not None and not math.isclose(stated_total, claimed, rel_tol=1e-12):
+        check.problems.append(f"total_eps {claimed} differs from privacy.total.eps {stated_total}")
+    if claimed is not None and target is not None and claimed > target * (1 + 1e-9):
+        check.problems.append(f"total ε {claimed:.6g} exceeds the target {target:g}")
+    leaked = _uncovered({k: v for k, v in record.items() if k != "internal_fields"})
+    if leaked or "internal" in record:
+        check.problems.append("fields the guarantee does not cover: " + ", ".join(leaked[:5] or ["internal log"]))
+    if expected_hash is not None:
+        got = (record.get("provenance") or {}).get("config_hash")
+        if got != expected_hash:
+            check.problems.append(f"config hash {str(got)[:12]} is not the given config's {expected_hash[:12]}")
+    return check
+
+
+def expected_hashes(config_path: str | Path) -> dict[str, str]:
+    """{variant: config hash} the given config asks for (validated with the workflow's schema)."""
+    import copy
+
+    import yaml
+    from snakemake.utils import validate
+
+    from dphpo import study
+    from dphpo.provenance import config_hash
+
+    config = yaml.safe_load(Path(config_path).read_text())
+    schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+    validate(config, schema=str(schema))  # fills defaults as the workflow does
+    return {v: config_hash(study.variant_config(copy.deepcopy(config), v)) for v in [study.DEFAULT_VARIANT, *config.get("variants", {})]}
+
+
+def verify_tree(root: str | Path, config_path: str | Path | None = None) -> tuple[list[Check], dict[str, Any]]:
+    """Every release under `root` checked; returns the checks and a summary."""
+    root = Path(root)
+    hashes = expected_hashes(config_path) if config_path else None
+    checks: list[Check] = []
+    files = sorted(root.rglob("result.json")) + sorted(root.rglob("results.json"))
+    for path in files:
+        rel = str(path.relative_to(root))
+        data, problems = _load_sealed(path)
+        records = data.get("results", []) if isinstance(data, dict) and path.name == "results.json" else [data]
+        for i, record in enumerate(records):
+            if not isinstance(record, dict):
+                checks.append(Check(rel, "?", None, problems=problems or ["not a release record"]))
+                continue
+            variant = (record.get("provenance") or {}).get("variant", "default")
+            vision = path.name == "result.json" and "language" not in path.parts
+            expect = hashes.get(variant) if hashes is not None and vision else None
+            check = check_record(record, rel if len(records) == 1 else f"{rel}[{i}]", expect)
+            if hashes is not None and vision and variant not in hashes:
+                check.problems.append(f"variant {variant!r} is not in the given config")
+            check.problems[:0] = problems
+            checks.append(check)
+    internal = sorted(str(p.relative_to(root)) for p in root.rglob("internal.json"))
+    private = [c for c in checks if c.recomputed_eps is not None and c.claimed_eps is not None]
+    summary = {
+        "releases": len(checks),
+        "failed": sum(not c.ok for c in checks),
+        "largest |claimed − recomputed| ε": max((abs(c.claimed_eps - c.recomputed_eps) for c in private), default=None),
+        "internal logs found (never publish them)": len(internal),
+        "config checked": str(config_path) if config_path else None,
+    }
+    return checks, summary
