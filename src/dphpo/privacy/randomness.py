@@ -39,7 +39,9 @@ DEFAULT_KEY_FILE = Path(".dphpo") / "noise.key"
 
 
 def _label_bytes(labels: tuple) -> bytes:
-    """A canonical, unambiguous encoding of a label (floats by repr, so 0.1 and 0.10000001 differ)."""
+    """A canonical encoding of a label: JSON, with top-level floats as their repr strings (1.0 and 1
+    differ, but a float encodes like the string of its repr); nested values are plain JSON. Callers
+    label targets as f"{eps:.10g}" strings, so equal budgets give equal labels."""
     return json.dumps([repr(x) if isinstance(x, float) else x for x in labels], separators=(",", ":")).encode()
 
 

@@ -155,7 +155,7 @@ class LinearHeadTrainer:
                 "content_sha256": f.checksum,
                 "extractor": f.attrs.get("extractor"),
                 "dataset_checksum": f.attrs.get("dataset_checksum"),
-                "n_public_train": f.n_public,
+                "public_n_train": f.n_public,  # as the config key and provenance.settings name it
                 "n_test": f.n_test,
                 "upstream_privacy": f.attrs.get("upstream_privacy"),
             },
