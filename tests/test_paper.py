@@ -49,11 +49,9 @@ def job_counts(output: str) -> dict[str, int]:
 
 
 def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
-    start = time.monotonic()
+    # how long the DAG takes to build is measured by benchmarks/dag.py, not asserted here
     proc = snakemake("-n", "--quiet", "rules", "--configfile", "config/paper.yaml", "--replace-workflow-config", "paper", "-d", str(tmp_path))
-    seconds = time.monotonic() - start
     jobs = job_counts(proc.stdout + proc.stderr)
-    print(f"paper.yaml dry-run: {jobs['total']} jobs in {seconds:.1f} s")
     # low thousands: trials are batched into one job per (study, method/stage, variant, seed)
     assert 1000 <= jobs["total"] <= 3000
     # 5 datasets × 4 timm models + CIFAR10 with the four pretrained-on-public extractors (two of them
@@ -68,7 +66,6 @@ def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
     # the language half (seed 000 §5.4-5.5): 10 studies × their methods × 5 seeds, Tables 6-9, 17-20, Fig. 4
     assert jobs["language_method"] == 130 and jobs["language_nonprivate"] == 8 and jobs["language_cache"] == 5
     assert jobs["language_table"] == 8 and jobs["language_figure4"] == 1
-    assert seconds < 180
 
 
 def test_paper_config_pins_timm_models_to_tags_that_exist():
