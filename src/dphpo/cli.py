@@ -620,8 +620,18 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from dphpo import treediff
+
+    p = subparsers.add_parser("diff", help="compare two results trees", description=treediff.DESCRIPTION)
+    treediff.add_arguments(p).set_defaults(handler=treediff.run)
+    return p
+
+
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
-SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [add_privacy_parser, add_audit_parser, add_verify_parser]
+SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [
+    add_privacy_parser, add_audit_parser, add_verify_parser, add_diff_parser
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

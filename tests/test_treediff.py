@@ -1,0 +1,69 @@
+"""`dphpo diff`: two results trees compared by what their files hold."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from dphpo.cli import main
+from dphpo.io import write_json
+from dphpo.treediff import compare_trees
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "a"
+    run = root / "runs" / "digits" / "raw" / "linear_scaling" / "default" / "seed0" / "eps1"
+    write_json(run / "result.json", {"test_accuracy": 0.9, "provenance": {"package_versions": {"dphpo_source_sha256": "a" * 64}}})
+    np.savez(run / "model.npz", weights=np.arange(6.0).reshape(2, 3))
+    (root / "tables").mkdir()
+    (root / "tables" / "provenance.md").write_text(f"| source | {'a' * 12} |\n")
+    (root / "logs").mkdir()
+    (root / "logs" / "job.log").write_text("took 3 s\n")
+    return root
+
+
+def _copy(tree, name):
+    other = tree.parent / name
+    shutil.copytree(tree, other)
+    return other
+
+
+def test_a_copy_is_identical_and_logs_are_not_compared(tree):
+    other = _copy(tree, "b")
+    (other / "logs" / "job.log").write_text("took 4 s\n")
+    found, n = compare_trees(tree, other)
+    assert found == [] and n == 3
+
+
+def test_a_changed_number_is_found_with_its_json_path(tree):
+    other = _copy(tree, "b")
+    result = other / "runs/digits/raw/linear_scaling/default/seed0/eps1/result.json"
+    write_json(result, {"test_accuracy": 0.91, "provenance": {"package_versions": {"dphpo_source_sha256": "a" * 64}}})
+    found, _ = compare_trees(tree, other)
+    assert [(d.path.endswith("result.json"), d.what) for d in found] == [(True, "/test_accuracy: 0.9 vs 0.91")]
+
+
+def test_the_code_version_is_ignored_only_when_asked(tree):
+    other = _copy(tree, "b")
+    result = other / "runs/digits/raw/linear_scaling/default/seed0/eps1/result.json"
+    write_json(result, {"test_accuracy": 0.9, "provenance": {"package_versions": {"dphpo_source_sha256": "b" * 64}}})
+    (other / "tables" / "provenance.md").write_text(f"| source | {'b' * 12} |\n")
+    assert len(compare_trees(tree, other)[0]) == 2
+    assert compare_trees(tree, other, ignore_code_version=True)[0] == []
+
+
+def test_model_arrays_missing_files_and_the_exit_codes(tree, capsys):
+    other = _copy(tree, "b")
+    np.savez(other / "runs/digits/raw/linear_scaling/default/seed0/eps1/model.npz", weights=np.zeros((2, 3)))
+    (other / "tables" / "extra.md").write_text("new\n")
+    found, _ = compare_trees(tree, other)
+    assert {(d.path.rsplit("/", 1)[-1], d.what) for d in found} == {
+        ("extra.md", "only in the second tree"),
+        ("model.npz", "array weights differs"),
+    }
+    assert main(["diff", str(tree), str(other)]) == 1
+    assert main(["diff", str(tree), str(tree.parent / "missing")]) == 2
+    assert main(["diff", str(tree), str(_copy(tree, "c"))]) == 0
+    assert "0 difference(s)" in capsys.readouterr().out
