@@ -293,6 +293,38 @@ def test_cli_audit_rejects_bad_input(capsys):
     assert "audit.accountant" in capsys.readouterr().err
 
 
+def _no_training(monkeypatch):
+    import dphpo.audit.run as audit_run
+
+    def trained(*args, **kwargs):
+        raise AssertionError("a run was trained before the arguments were checked")
+
+    monkeypatch.setattr(audit_run, "train_world", trained)
+
+
+def test_cli_audit_checks_batch_size_output_and_features_before_any_run(tmp_path, monkeypatch, capsys):
+    _no_training(monkeypatch)
+    small = ["audit", "--eps", "1", "2", "--runs", "8", "--steps", "2", "--max-train", "16"]
+    # a Poisson batch as large as the audit set (q = 1): refused before the first run, not after the last
+    assert main(small + ["--batch-size", "16"]) == 2
+    assert "--batch-size" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(small + ["--out", str(blocker / "audit.md")]) == 2
+    assert "--out" in capsys.readouterr().err
+    not_a_cache = tmp_path / "features.h5"
+    not_a_cache.write_text("not hdf5")
+    assert main(small + ["--features", str(not_a_cache)]) == 2
+    err = capsys.readouterr().err
+    assert "--features" in err and "not a dphpo feature cache" in err and "delete it" not in err
+
+
+def test_workflow_audit_checks_the_batch_size_before_any_run(monkeypatch):
+    _no_training(monkeypatch)
+    with pytest.raises(ConfigError, match="audit.batch_size"):
+        audits_from_config({"eps": [1.0], "max_train": 64, "batch_size": 256, "accountant": "prv"})
+
+
 # -- the workflow rule -----------------------------------------------------------------------------
 
 

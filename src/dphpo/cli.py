@@ -447,8 +447,9 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _audit(args: argparse.Namespace) -> int:
     from dphpo.audit import THREAT_MODELS
-    from dphpo.audit.run import AuditSpec, load_audit_data, run_audit
+    from dphpo.audit.run import AuditSpec, check_spec_data, load_audit_data, run_audit
     from dphpo.audit.table import audit_table, write_audit
+    from dphpo.io import check_writable
 
     models = THREAT_MODELS if args.threat_model == "both" else (args.threat_model,)
     # Every spec is checked before any data are loaded or any run is trained.
@@ -471,9 +472,14 @@ def _audit(args: argparse.Namespace) -> int:
         )
         for eps in args.eps
     ]
+    if args.out:
+        for suffix in (".md", ".csv", ".json"):
+            check_writable(Path(args.out).with_suffix(suffix), "--out")
     data = load_audit_data(
         args.data, root=args.data_root, max_train=args.max_train or None, features=args.features
     )
+    for spec in specs:
+        check_spec_data(spec, data)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     results = [run_audit(spec, data, threat_models=models, progress=progress) for spec in specs]
     if args.out:

@@ -117,6 +117,19 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
+def check_writable(path: str | os.PathLike, what: str) -> None:
+    """Refuse, before any long work, an output path that cannot be written (`what` names the flag or
+    key): its folder is created and a temporary file written and removed there."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path.with_name(f".{path.name}.writable-check")) as tmp:
+            tmp.write_text("")
+        path.with_name(f".{path.name}.writable-check").unlink()
+    except OSError as exc:
+        raise OutputFileError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
 def remove_orphan_temporaries(folder: str | os.PathLike, min_age_s: float = 0.0) -> list[Path]:
     """Delete the temporary files (`*.dphpo.tmp`) killed writers left under `folder`; returns them.
 

@@ -153,9 +153,17 @@ def load_audit_data(
 ) -> AuditData:
     """D: raw pixels of a registry image dataset (digits by default, offline), or a feature cache file."""
     if features:
+        from dphpo.errors import FeatureCacheError
         from dphpo.features.cache import load_feature_cache
 
-        fs = load_feature_cache(features)
+        try:
+            fs = load_feature_cache(features)
+        except FeatureCacheError as err:  # a user's file, not a workflow cache: "rerun" would not rebuild it
+            reason = str(err).removesuffix("; delete it and rerun")
+            raise ConfigError(
+                f"--features {features}: not a dphpo feature cache ({reason}); pass a cache the workflow built "
+                "(results/features/<dataset>/<extractor>.h5)"
+            ) from None
         x, y = fs.x_train.float(), fs.y_train.long()
         if max_train is not None and max_train < x.shape[0]:
             idx = torch.as_tensor(np.sort(np.random.default_rng(0).choice(x.shape[0], max_train, replace=False)))
@@ -180,6 +188,15 @@ def load_audit_data(
         ds.checksum,
         f"{name} raw pixels ({ds.source}), n={ds.n_train}",
     )
+
+
+def check_spec_data(spec: AuditSpec, data: AuditData) -> None:
+    """What can only be checked once D is loaded, before any run is trained."""
+    if spec.batch_size is not None and spec.batch_size >= data.n:
+        raise ConfigError(
+            f"audit batch size (--batch-size, audit.batch_size) {spec.batch_size} is not below the audit set's "
+            f"size {data.n}: Poisson batches need q = B/n < 1; omit it to audit full-batch DP-GD"
+        )
 
 
 def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
@@ -469,4 +486,6 @@ def audits_from_config(section: dict | None, data_dir: str = "data", *, progress
     keys = ("delta", "runs", "steps", "lr", "batch_size", "accountant", "alpha", "seed", "canary_norm")
     specs = [AuditSpec(eps=float(eps), **{k: cfg[k] for k in keys}) for eps in cfg["eps"]]
     data = load_audit_data(cfg["data"], root=data_dir, max_train=cfg["max_train"])
+    for spec in specs:
+        check_spec_data(spec, data)
     return [run_audit(spec, data, threat_models=tuple(cfg["threat_models"]), progress=progress) for spec in specs]
