@@ -68,6 +68,33 @@ def _int_at_least(text: str, lowest: int) -> int:
     return x
 
 
+# Calculator ranges: beyond them the closed forms overflow and the solvers give up (mu = 100 is
+# eps ~ 5,400 at delta = 1e-5; eps = 1,000 is mu ~ 41), so a flag out of range is named instead.
+MU_MAX = 100.0
+EPS_MAX = 1000.0
+
+
+def _bounded(text: str, low: float, high: float, low_open: bool) -> float:
+    x = _float(text)
+    inside = (low < x if low_open else low <= x) and x <= high
+    if not inside:
+        bracket = "(" if low_open else "["
+        raise argparse.ArgumentTypeError(f"must lie in {bracket}{low:g}, {high:g}], got {text!r}")
+    return x
+
+
+def gdp_mu(text: str) -> float:
+    return _bounded(text, 0.0, MU_MAX, low_open=True)
+
+
+def gdp_mu_or_zero(text: str) -> float:
+    return _bounded(text, 0.0, MU_MAX, low_open=False)
+
+
+def target_eps_value(text: str) -> float:
+    return _bounded(text, 0.0, EPS_MAX, low_open=True)
+
+
 def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
@@ -164,10 +191,17 @@ def _run_fields(args: argparse.Namespace, accountant: Any, sigma: float) -> dict
     return fields
 
 
+def _out_of_range(flags: str, err: Exception) -> DPHPOError:
+    return DPHPOError(f"{flags}: out of the range this accountant can compute ({err})")
+
+
 def _privacy_sigma(args: argparse.Namespace) -> int:
     accountant = _run_accountant(args)
-    sigma = accountant.sigma_for_eps(args.eps, args.steps)
-    fields = _run_fields(args, accountant, sigma) | {"eps": args.eps}
+    try:
+        sigma = accountant.sigma_for_eps(args.eps, args.steps)
+        fields = _run_fields(args, accountant, sigma) | {"eps": args.eps}
+    except (ValueError, OverflowError, ZeroDivisionError) as err:
+        raise _out_of_range(f"--eps {args.eps:g} with --steps {args.steps}", err) from None
     return _emit(
         args,
         sigma,
@@ -179,7 +213,10 @@ def _privacy_sigma(args: argparse.Namespace) -> int:
 
 def _privacy_run_eps(args: argparse.Namespace) -> int:
     accountant = _run_accountant(args)
-    fields = _run_fields(args, accountant, args.sigma)
+    try:
+        fields = _run_fields(args, accountant, args.sigma)
+    except (ValueError, OverflowError, ZeroDivisionError) as err:
+        raise _out_of_range(f"--sigma {args.sigma:g} with --steps {args.steps}", err) from None
     return _emit(
         args,
         fields["standalone_eps"],
@@ -330,11 +367,11 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
         return p
 
     p = leaf("eps", _privacy_eps, "eps of a mu-GDP mechanism at delta")
-    p.add_argument("--mu", type=positive_float, required=True, help="GDP parameter mu")
+    p.add_argument("--mu", type=gdp_mu, required=True, help="GDP parameter mu")
     p.add_argument("--delta", type=probability, required=True)
 
     p = leaf("mu", _privacy_mu, "largest mu such that mu-GDP implies (eps, delta)-DP")
-    p.add_argument("--eps", type=positive_float, required=True)
+    p.add_argument("--eps", type=target_eps_value, required=True)
     p.add_argument("--delta", type=probability, required=True)
 
     for name, handler, text in (
@@ -344,7 +381,7 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
     ):
         p = leaf(name, handler, text)
         if name == "sigma":
-            p.add_argument("--eps", type=positive_float, required=True)
+            p.add_argument("--eps", type=target_eps_value, required=True)
         else:
             p.add_argument("--sigma", type=positive_float, required=True, help="noise multiplier")
         p.add_argument("--delta", type=probability, required=True)
@@ -375,21 +412,21 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
         _privacy_plan,
         "linear scaling rule budget plan: standalone eps of the final run after n trials per stage",
     )
-    p.add_argument("--total-eps", type=positive_float, required=True, help="target total eps (search + final run)")
+    p.add_argument("--total-eps", type=target_eps_value, required=True, help="target total eps (search + final run)")
     p.add_argument("--delta", type=probability, required=True)
     p.add_argument("--n", type=positive_int, required=True, help="trials per stage")
-    p.add_argument("--eps1", type=positive_float, help="standalone eps of each stage-1 trial")
-    p.add_argument("--eps2", type=positive_float, help="standalone eps of each stage-2 trial")
+    p.add_argument("--eps1", type=target_eps_value, help="standalone eps of each stage-1 trial")
+    p.add_argument("--eps2", type=target_eps_value, help="standalone eps of each stage-2 trial")
     p.add_argument(
         "--stage-eps",
-        type=positive_float,
+        type=target_eps_value,
         nargs="+",
         metavar="EPS",
         help="standalone eps per trial of each stage (instead of --eps1/--eps2)",
     )
     p.add_argument(
         "--selection-mu",
-        type=nonnegative_float,
+        type=gdp_mu_or_zero,
         default=0.0,
         help="mu of each noisy selection score release (0: free selection)",
     )
@@ -406,9 +443,9 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
     ):
         p = leaf(name, handler, text)
         if name == "select":
-            p.add_argument("--mu-trial", type=positive_float, required=True, help="GDP mu of each trial")
+            p.add_argument("--mu-trial", type=gdp_mu, required=True, help="GDP mu of each trial")
         else:
-            p.add_argument("--eps", type=positive_float, required=True, help="target eps of the whole tuning")
+            p.add_argument("--eps", type=target_eps_value, required=True, help="target eps of the whole tuning")
         p.add_argument("--mean-trials", type=mean_at_least_one, required=True, help="E[K], expected number of trials")
         p.add_argument(
             "--distribution",

@@ -14,9 +14,23 @@ import math
 from typing import Any
 
 from prv_accountant import PRVAccountant
+from prv_accountant.accountant import compute_safe_domain_size
 from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
 
+from dphpo.errors import ConfigError
+
 ACCOUNTANT = "prv_accountant (PRVAccountant, PoissonSubsampledGaussianMechanism), upper bound"
+# prv-accountant discretises the privacy loss on 2L/mesh points, kept in several float128 arrays:
+# 5e7 points is about 0.8 GB per array. Tiny σ, huge T or a tiny eps_error ask for billions (26 GiB and
+# more), which would exhaust memory after minutes; they are refused before the arrays exist.
+MAX_GRID_POINTS = 50_000_000
+
+
+def grid_points(prvs: list, counts: list[int], eps_error: float, delta_error: float) -> float:
+    """Points of the grid PRVAccountant would build (its Theorem 5.5 mesh over its safe domain)."""
+    half_width = compute_safe_domain_size(prvs, counts, eps_error=eps_error, delta_error=delta_error)
+    mesh = eps_error / math.sqrt(sum(counts) / 2 * math.log(12 / delta_error))
+    return 2 * half_width / mesh
 
 
 def _check(q: float, sigma: float, steps: int, delta: float) -> None:
@@ -66,6 +80,13 @@ def compose_prv(
     out = {"eps_error": eps_error, "delta_error": delta_error, "delta": delta, "accountant": ACCOUNTANT}
     if not prvs:
         return out | {"eps_lower": 0.0, "eps_estimate": 0.0, "eps_upper": 0.0, "eps": 0.0}
+    points = grid_points(prvs, counts, eps_error, delta_error)
+    if not points <= MAX_GRID_POINTS:
+        raise ConfigError(
+            f"PRV accounting of {sum(counts)} steps (runs q, sigma, T: {list(runs)}) at eps_error={eps_error:g} needs a "
+            f"grid of {points:.3g} points (limit {MAX_GRID_POINTS:.0e}, about 16 bytes each per array): use a larger "
+            "noise multiplier (--sigma), fewer steps (--steps) or a larger eps error (--eps-error, privacy.eps_error)"
+        )
     # both arguments must be lists: a bare value for max_self_compositions raises TypeError
     acc = PRVAccountant(prvs=prvs, max_self_compositions=counts, eps_error=eps_error, delta_error=delta_error)
     lower, estimate, upper = acc.compute_epsilon(delta=delta, num_self_compositions=counts)
