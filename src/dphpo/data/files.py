@@ -1,0 +1,356 @@
+"""The user's own data, from files named in the config (`datasets.<name>: {kind: …, path: …}`).
+
+Three kinds, each checked before any job with the key and the file named:
+- `image_folder`: DIR/train/<class>/* and DIR/test/<class>/* (ImageFolder layout; PNG, JPEG, BMP, …,
+  grey or RGB, any size); without test/, a seeded stratified split of `test_fraction`.
+- `text_table`: a CSV, TSV, JSONL or Parquet file; `text_field` (one column, or two for sentence
+  pairs), `label_field`, optional `split_field` (train/test), else a seeded split.
+- `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y (or a feature
+  cache .h5), read by an extractor of kind `identity`.
+
+String labels become classes in sorted order (recorded); integer labels must be 0..K-1. The content
+checksum covers the files by relative path and bytes, never their location or mtimes: moving the
+data changes nothing, editing one file changes the checksum.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, Dataset, make_dataset, stratified_split
+from dphpo.errors import DatasetError
+
+KINDS = ("image_folder", "text_table", "features")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
+TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+PAIR_SEPARATOR = "\n"  # between the two texts of a sentence pair (text_field: [a, b])
+
+
+@dataclass(frozen=True)
+class FileDataset:
+    """A `datasets.<name>` entry of kind image_folder, text_table or features."""
+
+    name: str
+    kind: str
+    path: Path
+    text_field: tuple[str, ...] = ()
+    label_field: str = "label"
+    split_field: str | None = None
+    test_fraction: float = TEST_FRACTION
+    split_seed: int = SPLIT_SEED
+    image_size: tuple[int, int] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"datasets.{self.name}"
+
+    @property
+    def modality(self) -> str:
+        return {"image_folder": "image", "text_table": "text", "features": "features"}[self.kind]
+
+    @classmethod
+    def from_config(cls, name: str, section: dict) -> "FileDataset":
+        kind = section.get("kind")
+        if kind not in KINDS:
+            raise DatasetError(f"datasets.{name}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+        if not section.get("path"):
+            raise DatasetError(f"datasets.{name}.path: a {kind} dataset needs the path of its data")
+        text_field = section.get("text_field", "text")
+        text_field = (text_field,) if isinstance(text_field, str) else tuple(text_field)
+        if kind == "text_table" and not 1 <= len(text_field) <= 2:
+            raise DatasetError(f"datasets.{name}.text_field: one column, or two for sentence pairs; got {list(text_field)}")
+        size = section.get("image_size")
+        return cls(
+            name=name,
+            kind=kind,
+            path=Path(section["path"]).expanduser(),
+            text_field=text_field,
+            label_field=str(section.get("label_field", "label")),
+            split_field=section.get("split_field"),
+            test_fraction=float(section.get("test_fraction", TEST_FRACTION)),
+            split_seed=int(section.get("split_seed", SPLIT_SEED)),
+            image_size=None if size is None else (int(size[0]), int(size[1])),
+        )
+
+    def check_path(self) -> None:
+        """The cheap check of the config stage: the path exists and has the right shape."""
+        if not self.path.exists():
+            raise DatasetError(f"{self.key}.path: {self.path} does not exist")
+        if self.kind == "image_folder":
+            if not (self.path / "train").is_dir():
+                raise DatasetError(f"{self.key}.path: {self.path} has no train/ folder (expected train/<class>/<image>)")
+        elif self.path.is_dir():
+            raise DatasetError(f"{self.key}.path: {self.path} is a folder; a {self.kind} dataset is one file")
+        elif self.kind == "text_table" and self.path.suffix.lower() not in TABLE_SUFFIXES:
+            raise DatasetError(f"{self.key}.path: {self.path.name}: expected one of {', '.join(TABLE_SUFFIXES)}")
+        elif self.kind == "features" and self.path.suffix.lower() not in (".npz", ".h5"):
+            raise DatasetError(f"{self.key}.path: {self.path.name}: expected an .npz (train_x, train_y, test_x, test_y) or .h5")
+
+    def load(self) -> Dataset:
+        self.check_path()
+        return {"image_folder": load_image_folder, "text_table": load_text_table, "features": load_feature_file}[
+            self.kind
+        ](self)
+
+
+# ------------------------------------------------------------------------------------------------
+# checksums and labels
+
+
+def files_checksum(root: Path, files: Sequence[Path]) -> str:
+    """sha256 over (path relative to root, bytes) of each file, in sorted order."""
+    digest = hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        rel = f.relative_to(root).as_posix().encode()
+        data = f.read_bytes()
+        digest.update(len(rel).to_bytes(8, "little") + rel + len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def encode_labels(spec: FileDataset, train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Integer labels 0..K-1 (kept) or strings (sorted into a class list); every class needs training examples."""
+    values = list(train) + list(test)
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        y_train, y_test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
+        k = int(max(values)) + 1 if values else 0
+        if values and min(values) < 0:
+            raise DatasetError(f"{where}: integer labels must be 0..K-1, found {min(values)}")
+        classes = [str(c) for c in range(k)]
+    elif all(isinstance(v, str) for v in values):
+        classes = sorted(set(values))
+        index = {c: i for i, c in enumerate(classes)}
+        y_train = np.asarray([index[v] for v in train], dtype=np.int64)
+        y_test = np.asarray([index[v] for v in test], dtype=np.int64)
+    else:
+        kinds = sorted({type(v).__name__ for v in values})
+        raise DatasetError(f"{where}: labels must be all integers or all strings, found {', '.join(kinds)}")
+    missing = sorted(set(range(len(classes))) - set(y_train.tolist()))
+    if missing:
+        names = ", ".join(classes[i] for i in missing[:5])
+        raise DatasetError(
+            f"{where}: class(es) {names} have no training examples ({len(missing)} of {len(classes)}); a model cannot "
+            "learn a class it never sees: remove them or add examples"
+        )
+    return y_train, y_test, classes
+
+
+def _split(spec: FileDataset, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if not 0.0 < spec.test_fraction < 1.0:
+        raise DatasetError(f"{spec.key}.test_fraction: must lie in (0, 1), got {spec.test_fraction}")
+    return stratified_split(labels, spec.test_fraction, spec.split_seed)
+
+
+# ------------------------------------------------------------------------------------------------
+# image_folder
+
+
+def _read_image(path: Path, key: str) -> np.ndarray:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            im.load()
+            mode = "RGB" if im.mode not in ("L", "1", "I", "I;16", "F") else "L"
+            arr = np.asarray(im.convert(mode), dtype=np.uint8)
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DatasetError(f"{key}: cannot read image {path} ({exc})") from None
+    if arr.size == 0:
+        raise DatasetError(f"{key}: image {path} is empty")
+    return arr
+
+
+def _image_files(folder: Path, key: str) -> dict[str, list[Path]]:
+    classes = sorted(p for p in folder.iterdir() if p.is_dir())
+    files = {c.name: sorted(f for f in c.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES) for c in classes}
+    if not files:
+        raise DatasetError(f"{key}.path: {folder} holds no class folders (expected {folder.name}/<class>/<image>)")
+    return files
+
+
+def _stack(images: list[np.ndarray], size: tuple[int, int] | None, rgb: bool) -> np.ndarray:
+    from PIL import Image
+
+    out = []
+    for arr in images:
+        if rgb and arr.ndim == 2:
+            arr = np.repeat(arr[:, :, None], 3, axis=2)
+        if size is not None and arr.shape[:2] != size:
+            arr = np.asarray(Image.fromarray(arr).resize((size[1], size[0]), Image.BILINEAR), dtype=np.uint8)
+        out.append(arr)
+    return np.stack(out) if out else np.zeros((0, *(size or (1, 1)), *((3,) if rgb else ())), np.uint8)
+
+
+def load_image_folder(spec: FileDataset) -> Dataset:
+    root = spec.path
+    train_files = _image_files(root / "train", spec.key)
+    has_test = (root / "test").is_dir()
+    test_files = _image_files(root / "test", spec.key) if has_test else {}
+    unknown = sorted(set(test_files) - set(train_files))
+    if unknown:
+        raise DatasetError(f"{spec.key}: test/ has class folder(s) {', '.join(unknown)} that train/ lacks")
+    paths = {"train": [(f, c) for c, fs in train_files.items() for f in fs],
+             "test": [(f, c) for c, fs in test_files.items() for f in fs]}
+    images = {s: [_read_image(f, spec.key) for f, _ in paths[s]] for s in paths}
+    every = images["train"] + images["test"]
+    if not every:
+        raise DatasetError(f"{spec.key}.path: {root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    rgb = any(a.ndim == 3 for a in every)
+    sizes = [a.shape[:2] for a in every]
+    size = spec.image_size or (None if len(set(sizes)) == 1 else max(set(sizes), key=sizes.count))
+    x = {s: _stack(images[s], size, rgb) for s in images}
+    classes = sorted(train_files)  # the class folders of train/, in sorted order
+    empty = [c for c in classes if not train_files[c]]
+    if empty:
+        raise DatasetError(
+            f"{spec.key}: class folder(s) {', '.join(empty[:5])} of {root / 'train'} hold no images; a model cannot "
+            "learn a class it never sees: remove them or add examples"
+        )
+    y_train = np.asarray([classes.index(c) for _, c in paths["train"]], dtype=np.int64)
+    y_test = np.asarray([classes.index(c) for _, c in paths["test"]], dtype=np.int64)
+    source = f"image folder {root.name}/ ({len(every)} images, {'RGB' if rgb else 'grey'}"
+    source += f", resized to {size[0]}x{size[1]})" if size and len(set(sizes)) > 1 else ")"
+    if not has_test:
+        train_idx, test_idx = _split(spec, y_train)
+        x["train"], x["test"] = x["train"][train_idx], x["train"][test_idx]
+        y_train, y_test = y_train[train_idx], y_train[test_idx]
+        source += f"; seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
+    ds = make_dataset(spec.name, "image", x["train"], y_train, x["test"], y_test, num_classes=len(classes),
+                      source=source, classes=classes)
+    ds.checksum = files_checksum(root, [f for s in paths.values() for f, _ in s])
+    return ds
+
+
+# ------------------------------------------------------------------------------------------------
+# text_table
+
+
+def _read_rows(path: Path, key: str) -> list[dict]:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            with path.open(newline="", encoding="utf-8") as fh:
+                return list(csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ","))
+        if suffix == ".jsonl":
+            rows = []
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise DatasetError(f"{key}.path: {path} line {i}: not JSON ({exc.msg})") from None
+            return rows
+        import pandas as pd
+
+        return pd.read_parquet(path).to_dict("records")
+    except (OSError, UnicodeDecodeError, csv.Error, ImportError, ValueError) as exc:
+        raise DatasetError(f"{key}.path: cannot read {path} ({exc})") from None
+
+
+def _label_value(value: Any) -> Any:
+    """CSV cells are strings: '3' is the integer 3; other strings are class names."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.lstrip("-").isdigit():
+            return int(stripped)
+        return stripped
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return value
+
+
+def load_text_table(spec: FileDataset) -> Dataset:
+    path = spec.path
+    rows = _read_rows(path, spec.key)
+    if not rows:
+        raise DatasetError(f"{spec.key}.path: {path} has no rows")
+    columns = set(rows[0])
+    for field_key, names in (("text_field", spec.text_field), ("label_field", (spec.label_field,)),
+                             ("split_field", (spec.split_field,) if spec.split_field else ())):
+        for name in names:
+            if name not in columns:
+                raise DatasetError(f"{spec.key}.{field_key}: column {name!r} is not in {path.name} (columns: {sorted(columns)})")
+    texts, labels, splits = [], [], []
+    for i, row in enumerate(rows, 1):
+        parts = [str(row.get(f) or "").strip() for f in spec.text_field]
+        if not all(parts):
+            raise DatasetError(f"{spec.key}: {path.name} row {i}: empty text in {', '.join(spec.text_field)}")
+        texts.append(PAIR_SEPARATOR.join(parts))
+        labels.append(_label_value(row.get(spec.label_field)))
+        if spec.split_field:
+            splits.append(str(row.get(spec.split_field)).strip())
+    if spec.split_field:
+        unknown = sorted(set(splits) - {"train", "test"})
+        if unknown:
+            raise DatasetError(f"{spec.key}.split_field: {path.name} has split value(s) {unknown}; expected train or test")
+        train_idx = np.flatnonzero(np.asarray(splits) == "train")
+        test_idx = np.flatnonzero(np.asarray(splits) == "test")
+        how = f"split by column {spec.split_field!r}"
+    else:
+        y_all, _, _ = encode_labels(spec, labels, [], f"{spec.key} ({path.name})")
+        train_idx, test_idx = _split(spec, y_all)
+        how = f"seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
+    y_train, y_test, classes = encode_labels(
+        spec, [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
+    )
+    ds = make_dataset(spec.name, "text", [texts[i] for i in train_idx], y_train, [texts[i] for i in test_idx], y_test,
+                      num_classes=len(classes), source=f"text table {path.name} ({len(rows)} rows; {how})", classes=classes)
+    ds.checksum = files_checksum(path.parent, [path])
+    return ds
+
+
+# ------------------------------------------------------------------------------------------------
+# features
+
+
+def load_feature_file(spec: FileDataset) -> Dataset:
+    """Precomputed features as a `Dataset` of modality "features" (inputs: float32 (N, d) arrays)."""
+    path = spec.path
+    if path.suffix.lower() == ".h5":
+        from dphpo.features.cache import load_feature_cache
+
+        fs = load_feature_cache(path)
+        arrays = {"train_x": fs.x_train.numpy(), "train_y": fs.y_train.numpy(),
+                  "test_x": fs.x_test.numpy(), "test_y": fs.y_test.numpy()}
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                missing = sorted({"train_x", "train_y", "test_x", "test_y"} - set(f.files))
+                if missing:
+                    raise DatasetError(f"{spec.key}.path: {path.name} lacks array(s) {', '.join(missing)}")
+                arrays = {k: f[k] for k in ("train_x", "train_y", "test_x", "test_y")}
+        except (OSError, ValueError) as exc:
+            raise DatasetError(f"{spec.key}.path: cannot read {path} as .npz ({exc})") from None
+    x_train, x_test = arrays["train_x"], arrays["test_x"]
+    for split, x in (("train_x", x_train), ("test_x", x_test)):
+        if x.dtype == object or x.ndim != 2:
+            raise DatasetError(f"{spec.key}: {path.name} {split} must be a 2-D numeric array (N, d), got shape {x.shape}")
+        if not np.issubdtype(x.dtype, np.number):
+            raise DatasetError(f"{spec.key}: {path.name} {split} must be numeric, got {x.dtype}")
+        if not np.isfinite(x).all():
+            raise DatasetError(f"{spec.key}: {path.name} {split} holds NaN or inf values")
+    if x_train.shape[1] != x_test.shape[1]:
+        raise DatasetError(f"{spec.key}: {path.name} train_x has width {x_train.shape[1]} but test_x {x_test.shape[1]}")
+    for split in ("train", "test"):
+        if len(arrays[f"{split}_x"]) != len(arrays[f"{split}_y"]):
+            raise DatasetError(f"{spec.key}: {path.name} {split}_x has {len(arrays[f'{split}_x'])} rows, {split}_y {len(arrays[f'{split}_y'])}")
+    y_train, y_test, classes = encode_labels(
+        spec, [_label_value(v) for v in arrays["train_y"].tolist()], [_label_value(v) for v in arrays["test_y"].tolist()],
+        f"{spec.key} ({path.name})",
+    )
+    ds = Dataset(
+        name=spec.name, modality="features",
+        train_inputs=np.ascontiguousarray(x_train, dtype=np.float32), train_labels=y_train,
+        test_inputs=np.ascontiguousarray(x_test, dtype=np.float32), test_labels=y_test,
+        num_classes=len(classes), checksum=files_checksum(path.parent, [path]),
+        source=f"precomputed features {path.name} ({x_train.shape[0]}/{x_test.shape[0]}, d={x_train.shape[1]})",
+        classes=classes,
+    )
+    return ds

@@ -1,0 +1,170 @@
+"""The user's own data from files (datasets.<name>: {kind, path}): loaders, checksums and bad input."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+from sklearn.datasets import load_digits
+
+from dphpo.data.files import FileDataset
+from dphpo.errors import DatasetError
+
+
+def _spec(name, **section):
+    return FileDataset.from_config(name, section)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    d = load_digits()
+    return (d.images * 255 / 16).astype(np.uint8), d.target
+
+
+@pytest.fixture
+def image_folder(tmp_path, digits):
+    images, labels = digits
+    root = tmp_path / "digits_png"
+    for i in range(60):
+        split = "test" if i % 5 == 0 else "train"
+        folder = root / split / f"class_{labels[i]}"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(images[i]).save(folder / f"{i}.png")
+    return root
+
+
+def test_image_folder_reads_the_imagefolder_layout(image_folder, digits):
+    ds = _spec("mine", kind="image_folder", path=str(image_folder)).load()
+    assert ds.modality == "image" and ds.train_inputs.shape[1:] == (8, 8)
+    assert ds.n_train + ds.n_test == 60 and ds.n_test == 12
+    assert ds.classes == sorted(f"class_{c}" for c in set(digits[1][:60].tolist()))
+    first = ds.train_inputs[0]
+    assert first.dtype == np.uint8 and first.max() > 0
+
+
+def test_the_checksum_follows_the_bytes_not_the_location(image_folder, tmp_path):
+    before = _spec("mine", kind="image_folder", path=str(image_folder)).load().checksum
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(image_folder, moved)  # new place, new mtimes
+    assert _spec("mine", kind="image_folder", path=str(moved)).load().checksum == before
+    one = next((moved / "train").rglob("*.png"))
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(one)
+    assert _spec("mine", kind="image_folder", path=str(moved)).load().checksum != before
+
+
+def test_without_test_folder_a_seeded_split_is_recorded(image_folder):
+    shutil.rmtree(image_folder / "test")
+    ds = _spec("mine", kind="image_folder", path=str(image_folder), test_fraction=0.25).load()
+    assert ds.n_test > 0 and "test_fraction=0.25" in ds.source
+    again = _spec("mine", kind="image_folder", path=str(image_folder), test_fraction=0.25).load()
+    assert np.array_equal(ds.test_labels, again.test_labels)
+
+
+def test_mixed_sizes_and_modes_are_resized_to_one_shape(tmp_path):
+    root = tmp_path / "mixed"
+    for c, (size, mode) in enumerate([((10, 12), "L"), ((10, 12), "RGB"), ((20, 20), "RGB")]):
+        (root / "train" / f"c{c}").mkdir(parents=True)
+        Image.new(mode, size).save(root / "train" / f"c{c}" / "a.png")
+        Image.new(mode, size).save(root / "train" / f"c{c}" / "b.png")
+    ds = _spec("mixed", kind="image_folder", path=str(root), test_fraction=0.5).load()
+    assert ds.train_inputs.shape[1:] == (12, 10, 3) and "resized" in ds.source
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])
+def test_text_tables_with_string_labels(tmp_path, suffix):
+    rows = [{"text": f"text number {i}", "label": ["neg", "pos", "neutral"][i % 3]} for i in range(30)]
+    path = tmp_path / f"texts{suffix}"
+    if suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        with path.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, ["text", "label"], delimiter="\t" if suffix == ".tsv" else ",")
+            w.writeheader()
+            w.writerows(rows)
+    ds = _spec("texts", kind="text_table", path=str(path)).load()
+    assert ds.modality == "text" and ds.classes == ["neg", "neutral", "pos"]
+    assert ds.n_train + ds.n_test == 30 and ds.n_test == 6
+
+
+def test_sentence_pairs_and_a_split_column(tmp_path):
+    path = tmp_path / "pairs.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "b", "label", "split"])
+        for i in range(8):
+            w.writerow([f"first {i}", f"second {i}", i % 2, "test" if i >= 6 else "train"])
+    ds = _spec("pairs", kind="text_table", path=str(path), text_field=["a", "b"], split_field="split").load()
+    assert ds.n_train == 6 and ds.n_test == 2 and ds.train_inputs[0] == "first 0\nsecond 0"
+    assert ds.num_classes == 2 and ds.classes == ["0", "1"]
+
+
+def test_features_from_an_npz(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "feats.npz"
+    np.savez(path, train_x=rng.normal(size=(40, 5)), train_y=np.arange(40) % 4, test_x=rng.normal(size=(10, 5)),
+             test_y=np.arange(10) % 4)
+    ds = _spec("feats", kind="features", path=str(path)).load()
+    assert ds.modality == "features" and ds.train_inputs.shape == (40, 5) and ds.train_inputs.dtype == np.float32
+    assert ds.num_classes == 4
+
+
+# -- bad input: each names the key or the file --------------------------------------------------------
+
+
+def test_missing_path_and_wrong_shapes(tmp_path):
+    with pytest.raises(DatasetError, match="datasets.mine.path: .* does not exist"):
+        _spec("mine", kind="image_folder", path=str(tmp_path / "nope")).load()
+    (tmp_path / "flat").mkdir()
+    with pytest.raises(DatasetError, match="has no train/ folder"):
+        _spec("mine", kind="image_folder", path=str(tmp_path / "flat")).load()
+    with pytest.raises(DatasetError, match="datasets.mine.kind"):
+        _spec("mine", kind="images", path=str(tmp_path))
+
+
+def test_a_class_without_training_examples(image_folder):
+    (image_folder / "train" / "class_empty").mkdir()
+    with pytest.raises(DatasetError, match="class_empty .* hold no images"):
+        _spec("mine", kind="image_folder", path=str(image_folder)).load()
+
+
+def test_an_unreadable_or_empty_image(image_folder):
+    bad = image_folder / "train" / "class_0" / "broken.png"
+    bad.write_bytes(b"not a png")
+    with pytest.raises(DatasetError, match="cannot read image .*broken.png"):
+        _spec("mine", kind="image_folder", path=str(image_folder)).load()
+
+
+def test_empty_texts_unknown_splits_and_mixed_labels(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\nhello,a\n,b\n")
+    with pytest.raises(DatasetError, match="t.csv row 2: empty text"):
+        _spec("t", kind="text_table", path=str(path)).load()
+    path.write_text("text,label,split\nhello,a,train\nworld,b,validation\n")
+    with pytest.raises(DatasetError, match=r"split_field: t.csv has split value\(s\) \['validation'\]"):
+        _spec("t", kind="text_table", path=str(path), split_field="split").load()
+    rows = [{"text": "x", "label": 1}, {"text": "y", "label": "b"}]
+    jl = tmp_path / "t.jsonl"
+    jl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DatasetError, match="labels must be all integers or all strings"):
+        _spec("t", kind="text_table", path=str(jl)).load()
+    with pytest.raises(DatasetError, match="text_field: column 'body' is not in t.csv"):
+        _spec("t", kind="text_table", path=str(path), text_field="body").load()
+
+
+def test_bad_features(tmp_path):
+    path = tmp_path / "f.npz"
+    good = dict(train_x=np.ones((4, 3)), train_y=np.array([0, 1, 0, 1]), test_x=np.ones((2, 3)), test_y=np.array([0, 1]))
+    np.savez(path, **(good | {"train_x": np.array([[1.0, np.nan, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]])}))
+    with pytest.raises(DatasetError, match="train_x holds NaN or inf"):
+        _spec("f", kind="features", path=str(path)).load()
+    np.savez(path, **(good | {"test_x": np.ones((2, 4))}))
+    with pytest.raises(DatasetError, match="train_x has width 3 but test_x 4"):
+        _spec("f", kind="features", path=str(path)).load()
+    np.savez(path, **{k: v for k, v in good.items() if k != "test_y"})
+    with pytest.raises(DatasetError, match="lacks array\\(s\\) test_y"):
+        _spec("f", kind="features", path=str(path)).load()
+    np.savez(path, **(good | {"train_y": np.array([0, 0, 0, 0])}))
+    with pytest.raises(DatasetError, match="class\\(es\\) 1 have no training examples"):
+        _spec("f", kind="features", path=str(path)).load()
