@@ -44,9 +44,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("dphpo", "dphpo.layout", "dphpo.io", "dphpo.errors", "dphpo.provenance", "dphpo.resume"),
 ]
 
-# Third-party packages a function may import when it needs them: optional extras (language,
-# offline, workflow) or imports that cost a noticeable fraction of a second and only some code
-# paths use. Everything else is imported at the top of the module.
+# Packages a function may import when it needs them: optional extras (language, offline, workflow)
+# or imports that take seconds and only some code paths use (measured after `import torch`: opacus,
+# timm, torchvision, scikit-learn, dp_accounting). Everything else is imported at the top of the
+# module: scipy, h5py, yaml or jsonschema cost little or are imported at the top elsewhere anyway.
 LAZY_IMPORTS = frozenset(
     {
         "transformers",  # language extra; seconds to import
@@ -62,6 +63,7 @@ LAZY_IMPORTS = frozenset(
         "snakemake",  # workflow extra
         "dp_accounting",  # the independent accountant of `dphpo verify`; slow to import
         "sklearn",  # scikit-learn datasets; slow to import
+        "pydoc_data",  # standard library, but stripped by some distributions: only the python_docs corpus needs it
     }
 )
 
