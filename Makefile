@@ -1,11 +1,11 @@
-# dphpo: make install | study | test | paper-embedded | lint | bench
+# dphpo: make install | study | check (lint + test) | test | lint | paper-embedded | bench
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: install study test lint format paper-embedded report bench clean
+.PHONY: install study check test lint format paper-embedded report bench clean
 
 install: $(STAMP)
 
@@ -31,10 +31,14 @@ paper-embedded: install
 report: install
 	$(BIN)/snakemake --report results/report.html
 
+# What CI runs (.ci/run): the linters, then the whole test suite.
+check: lint test
+
 test: install
 	$(BIN)/python -m pytest -q tests
 
 lint: install
+	$(BIN)/ruff check src tests workflow/scripts benchmarks
 	$(BIN)/snakefmt --check .
 	$(BIN)/snakemake --lint
 

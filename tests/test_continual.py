@@ -12,9 +12,11 @@ from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMec
 from dphpo.errors import ConfigError
 from dphpo.features import build_feature_cache, get_extractor
 from dphpo.features import pretrain as pt
+from dphpo.features.checkpoint import load_checkpoint, network_from_checkpoint
 from dphpo.features.continual import PrivateStageConfig, check_study_overlap
 from dphpo.features.extractors import upstream_privacy
 from dphpo.train.dpsgd import train_dpsgd
+
 from conftest import noise_scope
 
 PRIVATE = {"dataset": "digits", "eps": 2.0, "epochs": 1, "batch_size": 64, "lr": 0.5}
@@ -56,11 +58,11 @@ def test_private_stage_spends_at_most_its_budget_by_an_independent_prv_computati
 
 def test_checkpoint_after_the_private_stage_has_the_private_head_and_the_public_input_convention(continual_checkpoint):
     path, summary = continual_checkpoint
-    ckpt = pt.load_checkpoint(path)
+    ckpt = load_checkpoint(path)
     assert ckpt["num_classes"] == 10 and ckpt["state_dict"]["head.weight"].shape[0] == 10
     assert ckpt["input"]["resolution"] == 16 and ckpt["public_dataset"]["name"] == "synthetic_shapes"
     assert summary["switch"]["rule"] == "early_stopping" and 1 <= summary["switch"]["epoch"] <= 2
-    net = pt.network_from_checkpoint(ckpt)
+    net = network_from_checkpoint(ckpt)
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in net.modules())
 
 

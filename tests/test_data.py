@@ -10,11 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dphpo.data import DATASETS, content_checksum, load_dataset, stratified_split
+from dphpo.data import DATASETS, content_checksum, load_dataset, stratified_split, torchvision_sets
 from dphpo.data import mnist as mnist_mod
-from dphpo.data import torchvision_sets
 from dphpo.errors import DatasetError
-
 
 # --------------------------------------------------------------------------------------------
 # fixtures

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from dphpo.train.dpzo import DPZOSettings, DPZOTrainer, train_dpzo
+
 from test_finetune import TinyTask
 
 

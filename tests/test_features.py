@@ -23,6 +23,7 @@ from dphpo.features import (
     write_feature_cache,
 )
 from dphpo.features import extractors as ex
+from dphpo.features.tensors import autocast_dtype, images_to_tensor, state_dict_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -79,7 +80,7 @@ def test_lite0_imagenet_head_recognizes_a_photo(lite0_imagenet):
     from timm.data import ImageNetInfo
 
     img = load_sample_image("china.jpg")[None]  # a Chinese temple
-    x = ex.images_to_tensor(img, resolution=224, mean=(0.5,) * 3, std=(0.5,) * 3)
+    x = images_to_tensor(img, resolution=224, mean=(0.5,) * 3, std=(0.5,) * 3)
     with torch.inference_mode():
         probs = lite0_imagenet(x).softmax(-1)[0]
     top_p, top_i = probs.topk(5)
@@ -125,7 +126,7 @@ def test_bfloat16_precision_stays_close_to_fp32_and_is_recorded(digits, minilm):
     np.testing.assert_allclose((minilm.extract(texts, device=CPU, progress=False) *
                                 text_bf16.extract(texts, device=CPU, progress=False)).sum(1), 1.0, atol=1e-3)
     with pytest.raises(ConfigError, match="precision"):
-        ex.autocast_dtype(CPU, "int8")
+        autocast_dtype(CPU, "int8")
 
 
 def test_timm_extractor_with_local_checkpoint(tmp_path, digits):
@@ -139,16 +140,16 @@ def test_timm_extractor_with_local_checkpoint(tmp_path, digits):
     imgs = digits.train_inputs[:8]
     f = e.extract(imgs, device=CPU, batch_size=4, progress=False)
     reference.reset_classifier(0)
-    x = ex.images_to_tensor(imgs, resolution=32, mean=e.mean, std=e.std, interpolation=e.interpolation)
+    x = images_to_tensor(imgs, resolution=32, mean=e.mean, std=e.std, interpolation=e.interpolation)
     with torch.inference_mode():
         expected = reference(x).numpy()
     np.testing.assert_allclose(f, expected, rtol=1e-4, atol=1e-5)
     a = e.attrs()
     assert a["model"] == "test_resnet.r160_in1k" and a["feature_dim"] == reference.num_features == f.shape[1]
-    assert a["weights_sha256"] == ex.state_dict_sha256(reference.state_dict())
+    assert a["weights_sha256"] == state_dict_sha256(reference.state_dict())
     assert len(a["weights_file_sha256"]) == 64 and a["resolution"] == 32
     with pytest.raises(ConfigError, match="checkpoint"):
-        get_extractor("t", {"kind": "timm", "model": "test_resnet", "checkpoint": str(tmp_path / "no.pth")}).model
+        get_extractor("t", {"kind": "timm", "model": "test_resnet", "checkpoint": str(tmp_path / "no.pth")}).model  # noqa: B018 - building the model raises
 
 
 # --------------------------------------------------------------------------------------------

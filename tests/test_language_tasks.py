@@ -145,7 +145,8 @@ def test_sentence_pairs_are_encoded_as_pairs():
 def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     import pytest
 
-    from dphpo.data.text import load_text, load_texts, overlapping_parts
+    from dphpo.data.overlap import load_texts
+    from dphpo.data.text import load_text, overlapping_parts
     from dphpo.errors import ConfigError
     from dphpo.tasks.registry import check_study
 

@@ -14,11 +14,16 @@ import pytest
 import yaml
 
 from dphpo.data.overlap import (
-    check_deduplicated, check_public_checksum, check_study_extractors, drop_private_texts, drop_texts, normalize_text,
+    check_deduplicated,
+    drop_private_texts,
+    drop_texts,
+    load_texts,
+    normalize_text,
     shared_texts,
 )
-from dphpo.data.text import TextSplits, load_text, load_texts
+from dphpo.data.text import TextSplits, load_text
 from dphpo.errors import ConfigError
+from dphpo.features.overlap import check_public_checksum, check_study_extractors
 from dphpo.features.pretrain import check_pretraining_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,9 @@ from dphpo.data.synthetic import load_synthetic_shapes
 from dphpo.errors import ConfigError
 from dphpo.features import build_feature_cache, get_extractor
 from dphpo.features import pretrain as pt
+from dphpo.features.checkpoint import CHECKPOINT_FORMAT, network_from_checkpoint, save_checkpoint
 from dphpo.features.networks import ARCHS, build_network
+from dphpo.features.tensors import images_to_tensor, state_dict_sha256
 from dphpo.provenance import sha256_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +69,7 @@ def test_tiny_pretraining_writes_a_checkpoint_with_provenance(tiny_checkpoint):
     path, summary = tiny_checkpoint
     assert path.is_file() and not list(path.parent.glob("*.tmp"))
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    assert ckpt["format"] == pt.CHECKPOINT_FORMAT and ckpt["name"] == "tiny"
+    assert ckpt["format"] == CHECKPOINT_FORMAT and ckpt["name"] == "tiny"
     assert ckpt["arch"] == "small_cnn" and ckpt["arch_options"] == {"norm": "batch", "width": 4}
     assert ckpt["feature_dim"] == 128 and ckpt["num_classes"] == 32
     public = ckpt["public_dataset"]
@@ -91,7 +93,7 @@ def test_pretraining_is_deterministic_given_seed():
     m1, _ = pt.pretrain(cfg, data, progress=False)
     m2, _ = pt.pretrain(cfg, data, progress=False)
     m3, _ = pt.pretrain(pt.PretrainConfig.from_config(dict(TINY_PRETRAIN, max_train=128, seed=1)), data, progress=False)
-    sha = [pt.state_dict_sha256(m.state_dict()) for m in (m1, m2, m3)]
+    sha = [state_dict_sha256(m.state_dict()) for m in (m1, m2, m3)]
     assert sha[0] == sha[1] != sha[2]
 
 
@@ -105,7 +107,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", failing_save)
     with pytest.raises(OSError, match="disk full"):
-        pt.save_checkpoint({"format": pt.CHECKPOINT_FORMAT}, path)
+        save_checkpoint({"format": CHECKPOINT_FORMAT}, path)
     assert path.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pt"]
 
@@ -128,9 +130,7 @@ def test_extractor_loads_the_checkpoint_and_normalizes_like_pretraining(tiny_che
     assert attrs["public_dataset"] == "synthetic_shapes"
     assert attrs["public_dataset_checksum"] == ckpt["public_dataset"]["checksum"]
     # the same features as the pretrained network's penultimate layer
-    net = pt.network_from_checkpoint(ckpt)
-    from dphpo.features.extractors import images_to_tensor
-
+    net = network_from_checkpoint(ckpt)
     x = images_to_tensor(grey, resolution=32, mean=ckpt["input"]["mean"], std=ckpt["input"]["std"])
     with torch.no_grad():
         assert np.allclose(net.forward_features(x).numpy(), feats, atol=1e-5)

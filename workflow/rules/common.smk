@@ -8,7 +8,7 @@ from snakemake.logging import logger
 from dphpo import study
 from dphpo.errors import DPHPOError
 from dphpo.features.build import dataset_options
-from dphpo.features.pretrain import checkpoint_path
+from dphpo.features.checkpoint import checkpoint_path
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
 from dphpo.resume import record_lock_owner, release_stale_lock

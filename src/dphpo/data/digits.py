@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, make_dataset, stratified_split
 from dphpo.errors import DatasetError
 
 
 def load_digits_dataset(root: Path | None = None, download: bool = True):
-    from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, make_dataset, stratified_split
-
     try:
         from sklearn.datasets import load_digits
     except ImportError as exc:  # pragma: no cover - scikit-learn is a dependency

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.registry import make_dataset
 from dphpo.errors import DatasetError
 from dphpo.io import atomic_path
 
@@ -215,8 +216,6 @@ def _missing_message(root: Path, errors: list[str]) -> str:
 
 
 def load_mnist(root: Path, download: bool = True):
-    from dphpo.data.registry import make_dataset
-
     root = Path(root)
     own = root / "mnist" / "raw"
     errors: list[str] = []

@@ -11,11 +11,7 @@ fingerprint of the corpus's content, so config defaults filled in or not do not 
 private corpus is taken whole (both splits, before `max_train`/`max_test` subsampling), so what
 is dropped does not depend on which texts a study samples.
 
-Images: a study may not train privately on the dataset its extractor was publicly pretrained on:
-refused by name before any job (`check_study_extractors`); `check_public_checksum` compares the
-content checksums once the dataset is loaded (for the feature-cache build, where the extractor's
-checkpoint records its public data's checksum). Datasets drawn from another's source (STL-10 from
-ImageNet) are warned about, not refused.
+Images: `dphpo.features.overlap`.
 """
 
 from __future__ import annotations
@@ -24,22 +20,16 @@ import hashlib
 import json
 import logging
 import unicodedata
-import warnings
 
 import numpy as np
 
+from dphpo.data.text import TextSplits, load_text
 from dphpo.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 NORMALIZATION = "unicode NFKC, lower case, whitespace collapsed and stripped"
 SUBSAMPLE_KEYS = ("max_train", "max_test", "subsample_seed")
-# (study dataset, public pretraining dataset) pairs that share a source: a caveat, not a refusal
-SHARED_SOURCE = {
-    ("stl10", "imagenet"): "STL-10's images were drawn from ImageNet",
-    ("emnist", "mnist"): "EMNIST and MNIST both come from NIST Special Database 19",
-    ("mnist", "emnist"): "EMNIST and MNIST both come from NIST Special Database 19",
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,8 +50,6 @@ def private_corpus(spec: dict) -> dict:
 def load_private_corpus(spec: dict) -> tuple[set[str], str]:
     """The normalized texts of a study's whole corpus part (train and test) and their fingerprint
     (sha256 of the sorted texts), which identifies the corpus by content."""
-    from dphpo.data.text import load_text
-
     part = load_text(private_corpus(spec))
     texts = {normalize_text(t) for t in (*part.train, *part.test)}
     return texts, hashlib.sha256("\0".join(sorted(texts)).encode("utf-8", "surrogatepass")).hexdigest()
@@ -115,48 +103,19 @@ def check_deduplicated(pretraining: dict, data_spec: dict, where: str) -> None:
         )
 
 
-# --------------------------------------------------------------------------------------------
-# images
+def load_texts(specs: list[dict], private: list[dict] | None = None) -> TextSplits:
+    """Several corpora concatenated (train with train, test with test; unlabelled): pretraining text.
 
-
-def check_study_extractors(config: dict) -> None:
-    """Refuse a study (`studies[i]`) whose dataset is its extractor's public pretraining dataset;
-    warn where the two share a source (STL-10 and ImageNet)."""
-    from dphpo.features.extractors import public_pretraining_dataset
-
-    extractors, sections = config.get("extractors") or {}, config.get("pretraining") or {}
-    caveats: dict[str, list[str]] = {}
-    for i, study in enumerate(config.get("studies") or []):
-        dataset, name = study["dataset"], study["extractor"]
-        spec = extractors.get(name) or {}
-        public = public_pretraining_dataset(spec, sections)
-        if public is None:
-            continue
-        if public == dataset:
-            source = (f"pretraining.{spec['pretrain']}.public_dataset" if spec.get("kind") == "pretrained_public"
-                      else f"kind {spec.get('kind')!r}")
-            raise ConfigError(
-                f"studies[{i}]: dataset {dataset!r} with extractor {name!r}, which was publicly pretrained on "
-                f"{public!r} ({source}): the private data would be the extractor's public pretraining data; "
-                f"expected a dataset other than {public!r} for this extractor, or an extractor pretrained on other data"
-            )
-        if (dataset, public) in SHARED_SOURCE:
-            caveats.setdefault(SHARED_SOURCE[dataset, public], []).append(f"studies[{i}] ({dataset}, {name})")
-    for why, where in caveats.items():
-        warnings.warn(
-            f"{', '.join(where)}: {why}, which the extractor was publicly pretrained on; the guarantee covers the private "
-            "training only, and the extractor may have seen some of these images (config/README.md, Public/private overlap)",
-            stacklevel=2,
-        )
-
-
-def check_public_checksum(extractor_attrs: dict, dataset, where: str) -> None:
-    """Once a dataset is loaded: ConfigError when it is (by name or content checksum) the public
-    pretraining data recorded by its extractor (`pretrained_public` attrs)."""
-    name, checksum = extractor_attrs.get("public_dataset"), extractor_attrs.get("public_dataset_checksum")
-    if dataset.name == name or (checksum and dataset.checksum == checksum):
-        raise ConfigError(
-            f"{where}: dataset {dataset.name!r} (checksum {dataset.checksum[:12]}) is the public pretraining data of "
-            f"extractor {extractor_attrs.get('extractor')!r} ({name}, checksum {str(checksum)[:12]}); "
-            "expected private data the extractor has not been pretrained on"
-        )
+    `private`: the `data` specs of the studies that start from this text; every public text whose
+    normalized form occurs in their corpora is dropped, and `source["dedup"]` says how many
+    (`drop_private_texts`)."""
+    parts = [load_text(s) for s in specs]
+    out = TextSplits(
+        "+".join(p.name for p in parts),
+        [t for p in parts for t in p.train],
+        [t for p in parts for t in p.test],
+        source={"corpora": [p.source for p in parts]},
+    )
+    if private is not None:
+        out.source["dedup"] = drop_private_texts(out, private)
+    return out

@@ -9,9 +9,10 @@ underlying data, not the subset: the subset is described by `max_train`, `max_te
 from __future__ import annotations
 
 import hashlib
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class DatasetSpec:
 # helpers shared by the loaders
 
 
-def _hash_array(digest: "hashlib._Hash", arr: np.ndarray) -> None:
+def _hash_array(digest: hashlib._Hash, arr: np.ndarray) -> None:
     arr = np.ascontiguousarray(arr)
     # Canonical little-endian byte order so the checksum does not depend on the platform.
     if arr.dtype.byteorder == ">":
@@ -72,7 +73,7 @@ def _hash_array(digest: "hashlib._Hash", arr: np.ndarray) -> None:
     digest.update(arr.tobytes())
 
 
-def _hash_texts(digest: "hashlib._Hash", texts: Sequence[str]) -> None:
+def _hash_texts(digest: hashlib._Hash, texts: Sequence[str]) -> None:
     digest.update(f"text|{len(texts)}|".encode())
     for t in texts:
         b = t.encode("utf-8", errors="surrogatepass")
@@ -196,8 +197,6 @@ def _lazy(module: str, func: str, *args) -> Callable[[Path, bool], Dataset]:
     """A loader that imports its module on first use (keeps `import dphpo.data` light and acyclic)."""
 
     def load(root: Path, download: bool) -> Dataset:
-        import importlib
-
         return getattr(importlib.import_module(module), func)(*args, root, download)
 
     load.__qualname__ = f"{module}.{func}"

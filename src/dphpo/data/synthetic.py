@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.registry import make_dataset
 from dphpo.errors import DatasetError
 
 NAME = "synthetic_shapes"
@@ -282,8 +283,6 @@ def load_synthetic_shapes(
     seed: int = DEFAULT_SEED,
 ):
     """The `synthetic_shapes` dataset (nothing is read from or written to `root`)."""
-    from dphpo.data.registry import make_dataset
-
     x_train, y_train = generate_shapes(n_train, resolution=resolution, seed=seed, split="train")
     x_test, y_test = generate_shapes(n_test, resolution=resolution, seed=seed, split="test")
     return make_dataset(

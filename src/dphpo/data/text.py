@@ -16,10 +16,13 @@ is recorded in provenance like the timm tags. `datasets` is an optional import, 
 from __future__ import annotations
 
 import hashlib
+import platform
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dphpo.data.hub import is_commit
+from dphpo.data.tweets import load_tweets
 from dphpo.errors import ConfigError, DatasetError
 
 
@@ -75,8 +78,6 @@ def load_text(spec: dict) -> TextSplits:
     name = str(spec.get("name", ""))
     seed = int(spec.get("subsample_seed", 0))
     if name == "tweets":
-        from dphpo.data.tweets import load_tweets
-
         ds = load_tweets()
         splits = TextSplits(
             "tweets",
@@ -90,8 +91,6 @@ def load_text(spec: dict) -> TextSplits:
     elif name == "python_docs":
         paragraphs = python_docs_paragraphs()
         split = int(round(0.9 * len(paragraphs)))
-        import platform
-
         splits = TextSplits(
             "python_docs",
             paragraphs[:split],
@@ -126,30 +125,10 @@ def partition(n_total: int, part: list | None) -> np.ndarray:
     return np.arange(k, n_total, m)
 
 
-def load_texts(specs: list[dict], private: list[dict] | None = None) -> TextSplits:
-    """Several corpora concatenated (train with train, test with test; unlabelled): pretraining text.
-
-    `private`: the `data` specs of the studies that start from this text; every public text whose
-    normalized form occurs in their corpora is dropped, and `source["dedup"]` says how many
-    (dphpo.data.overlap)."""
-    parts = [load_text(s) for s in specs]
-    out = TextSplits(
-        "+".join(p.name for p in parts),
-        [t for p in parts for t in p.train],
-        [t for p in parts for t in p.test],
-        source={"corpora": [p.source for p in parts]},
-    )
-    if private is not None:
-        from dphpo.data.overlap import drop_private_texts
-
-        out.source["dedup"] = drop_private_texts(out, private)
-    return out
-
-
 def overlapping_parts(public: list[dict], private: dict) -> list[str]:
     """Names of public corpora that may share texts with the private data: the same corpus without
     disjoint partitions (same m, different k). Disjoint indices can still hold equal texts: those
-    are dropped from the public side when it is loaded with `load_texts(..., private=...)`."""
+    are dropped from the public side when it is loaded with `dphpo.data.overlap.load_texts(..., private=...)`."""
     out = []
     for spec in public:
         if spec.get("name") != private.get("name"):
@@ -170,8 +149,6 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
     revision = spec.get("revision")
     if not revision:
         raise ConfigError(f"language.studies[].data.revision: pin the revision of hf:{path} (a commit hash or tag)")
-    from dphpo.tasks.models import is_commit
-
     pinned = is_commit(revision)
     ds = datasets.load_dataset(hub_path, config, revision=revision)
     text_key = spec.get("text_field", "text")

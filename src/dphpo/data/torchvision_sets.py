@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.registry import DATASETS, make_dataset
 from dphpo.errors import DatasetError
 
 DOWNLOAD_SOCKET_TIMEOUT_S = 30
@@ -78,8 +79,6 @@ def missing_files_message(name: str, root: Path, exc: BaseException | None, down
 
 
 def load_torchvision(name: str, root: Path, download: bool = True):
-    from dphpo.data.registry import DATASETS, make_dataset
-
     info = TORCHVISION_SETS[name]
     root = Path(root)
     try:

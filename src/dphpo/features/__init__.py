@@ -14,8 +14,8 @@ from dphpo.features.extractors import (
     Extractor,
     check_modality,
     get_extractor,
-    resolve_device,
 )
+from dphpo.features.tensors import resolve_device
 
 __all__ = [
     "EXTRACTOR_KINDS",

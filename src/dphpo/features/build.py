@@ -8,9 +8,12 @@ from typing import Any
 
 import torch
 
+from dphpo.data import DATASETS, load_dataset
 from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache
-from dphpo.features.extractors import check_modality, get_extractor, resolve_device
+from dphpo.features.extractors import check_modality, get_extractor
+from dphpo.features.overlap import check_public_checksum
+from dphpo.features.tensors import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +67,8 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
 
     `checkpoint`: where the `pretrained_public` checkpoint is (the rule's input, so the workflow also
     works as a Snakemake `module` with a path prefix); default: the extractor's `checkpoint` key or
-    `dphpo.features.pretrain.checkpoint_path`.
+    `dphpo.features.checkpoint.checkpoint_path`.
     """
-    from dphpo.data import DATASETS, load_dataset
-
     if dataset not in DATASETS:
         raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
     spec = extractor_spec(config, extractor)
@@ -90,8 +91,6 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     t_load = time.perf_counter() - t0
     log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
     if ext.kind == "pretrained_public":  # by content too: a renamed copy of the public data is refused
-        from dphpo.data.overlap import check_public_checksum
-
         check_public_checksum(ext.attrs(), ds, f"extract_features {dataset} with {extractor}")
 
     batch_size = int(spec.get("batch_size") or ext.default_batch_size)

@@ -71,7 +71,7 @@ class FeatureSet:
     def device(self) -> torch.device:
         return self.x_train.device
 
-    def to(self, device) -> "FeatureSet":
+    def to(self, device) -> FeatureSet:
         device = torch.device(device)
         return replace(
             self,

@@ -29,17 +29,24 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from dphpo.data import DATASETS, load_dataset
+from dphpo.data.registry import public_train_size
+from dphpo.errors import ConfigError, DPHPOError, InfeasibleBudgetError, dataclass_from_section
+from dphpo.features.tensors import evaluate, images_to_tensor, resolve_device
+from dphpo.privacy.accountant import PrvAccountant
+from dphpo.privacy.ledger import Ledger
+from dphpo.train.dpsgd import train_dpsgd
+
 if TYPE_CHECKING:
     from dphpo.privacy.randomness import NoiseScope
-
-from dphpo.errors import ConfigError, InfeasibleBudgetError, dataclass_from_section
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +69,12 @@ class PrivateStageConfig:
     eps_error: float = 0.01  # prv-accountant's error bound on ε; the reported ε is its upper bound
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any], where: str) -> "PrivateStageConfig":
+    def from_config(cls, section: Mapping[str, Any], where: str) -> PrivateStageConfig:
         cfg = dataclass_from_section(cls, section, where, required=("dataset", "eps"))
         cfg.check(where)
         return cfg
 
     def check(self, where: str) -> None:
-        from dphpo.data import DATASETS
-
         if self.dataset not in DATASETS:
             raise ConfigError(f"{where}.dataset: unknown dataset {self.dataset!r}; known: {', '.join(sorted(DATASETS))}")
         if DATASETS[self.dataset].modality != "image":
@@ -123,7 +128,7 @@ def check_study_overlap(config: Mapping[str, Any]) -> None:
             )
 
 
-def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: "NoiseScope", *, data_dir: str | Path = "data",
+def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: NoiseScope, *, data_dir: str | Path = "data",
                        download: bool = True, device: str | torch.device = "cpu",
                        progress: bool = True) -> tuple[Any, dict[str, Any]]:
     """The private stage: DP-SGD on `cfg.dataset`'s training split from the public weights.
@@ -134,15 +139,6 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     `dphpo.privacy.randomness`); the head's initialisation from the public `cfg.seed`. Returns (model,
     record) where record holds the plan, σ, the ledger and the guarantee (no private count or checksum).
     """
-    from dphpo.data import load_dataset
-    from dphpo.data.registry import public_train_size
-    from dphpo.features.extractors import images_to_tensor, resolve_device
-    from dphpo.features.pretrain import evaluate
-    from dphpo.errors import DPHPOError
-    from dphpo.privacy.accountant import PrvAccountant
-    from dphpo.privacy.ledger import Ledger
-    from dphpo.train.dpsgd import train_dpsgd
-
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
     plan = cfg.plan(public_train_size(cfg.dataset, cfg.max_train))

@@ -24,35 +24,32 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from dphpo.data import DATASETS, load_dataset
+from dphpo.data.synthetic import DEFAULT_N_TEST, DEFAULT_N_TRAIN, load_synthetic_shapes
 from dphpo.errors import ConfigError, dataclass_from_section
-from dphpo.features.extractors import _autocast, images_to_tensor, resolve_device, state_dict_sha256
+from dphpo.features.checkpoint import CHECKPOINT_FORMAT, save_checkpoint
+from dphpo.features.continual import PrivateStageConfig, check_private_stage, check_study_overlap, continue_privately
 from dphpo.features.networks import ARCH_OPTIONS, ARCHS, NORMS, FeatureNet, build_network
-from dphpo.io import atomic_path, write_json
-from dphpo.provenance import config_hash, package_versions, sha256_file
+from dphpo.features.overlap import check_study_extractors
+from dphpo.features.tensors import EVAL_BATCH, _autocast, evaluate, images_to_tensor, resolve_device, state_dict_sha256
+from dphpo.provenance import config_hash, package_versions
 
 log = logging.getLogger(__name__)
 
-PRETRAINED_DIR = "results/pretrained"
-CHECKPOINT_FORMAT = "dphpo.pretrained/1"
 OPTIMIZERS = ("sgd", "adamw")
 SWITCHES = ("fixed", "early_stopping")
-EVAL_BATCH = 512
 MAX_EVAL_TRAIN = 10_000  # public train accuracy is measured on (at most) the first images
 NORM_STATS_IMAGES = 10_000
-
-
-def checkpoint_path(name: str) -> str:
-    """Where the workflow writes the checkpoint of `pretraining.<name>` (relative to the workdir)."""
-    return f"{PRETRAINED_DIR}/{name}.pt"
 
 
 @dataclass
@@ -85,14 +82,12 @@ class PretrainConfig:
     private_stage: dict | None = None  # DP continual pre-training (dphpo.features.continual)
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any], name: str = "?") -> "PretrainConfig":
+    def from_config(cls, section: Mapping[str, Any], name: str = "?") -> PretrainConfig:
         cfg = dataclass_from_section(cls, section, f"pretraining.{name}", required=("arch", "public_dataset"))
         cfg.check(name)
         return cfg
 
     def check(self, name: str = "?") -> None:
-        from dphpo.data import DATASETS
-
         where = f"pretraining.{name}"
         if self.arch not in ARCHS:
             raise ConfigError(f"{where}.arch: unknown architecture {self.arch!r}; known: {', '.join(ARCHS)}")
@@ -117,8 +112,6 @@ class PretrainConfig:
         if int(self.patience) < 1:
             raise ConfigError(f"{where}.patience must be >= 1")
         if self.private_stage is not None:
-            from dphpo.features.continual import check_private_stage
-
             check_private_stage(self.private_stage, self.public_dataset, self.norm, where)
 
     def arch_options(self) -> dict[str, Any]:
@@ -144,9 +137,6 @@ def check_pretraining_config(config: Mapping[str, Any]) -> None:
         if pre not in sections and not spec.get("checkpoint"):
             raise ConfigError(f"extractors.{name}.pretrain: {pre!r} is not defined under `pretraining` "
                               f"(defined: {', '.join(sorted(sections)) or 'none'})")
-    from dphpo.data.overlap import check_study_extractors
-    from dphpo.features.continual import check_study_overlap
-
     check_study_extractors(config)  # public pretraining data (by name; STL-10/ImageNet warns)
     check_study_overlap(config)
 
@@ -159,11 +149,7 @@ def load_public_dataset(cfg: PretrainConfig, data_dir: str | Path = "data", down
     """The public training data. `synthetic_shapes` is generated at `cfg.resolution` (any size:
     `max_train`, `max_test` images, seed `data_seed`); other datasets come from the registry, as a
     seeded subset when `max_train` / `max_test` are set."""
-    from dphpo.data import load_dataset
-
     if cfg.public_dataset == "synthetic_shapes":
-        from dphpo.data.synthetic import DEFAULT_N_TEST, DEFAULT_N_TRAIN, load_synthetic_shapes
-
         return load_synthetic_shapes(
             n_train=cfg.max_train or DEFAULT_N_TRAIN, n_test=cfg.max_test or DEFAULT_N_TEST,
             resolution=cfg.resolution, seed=cfg.data_seed,
@@ -225,24 +211,6 @@ def _make_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.momentum > 0)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.momentum, 0.999))
-
-
-@torch.no_grad()
-def evaluate(model: FeatureNet, images: np.ndarray, labels: np.ndarray, *, resolution: int, mean, std,
-             device: torch.device, batch_size: int = EVAL_BATCH) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of a classifier on uint8 images."""
-    model.eval()
-    correct, loss_sum = 0, 0.0
-    with _autocast(device):
-        for start in range(0, len(labels), batch_size):
-            x = images_to_tensor(images[start:start + batch_size], resolution=resolution, mean=mean, std=std,
-                                 device=device)
-            y = torch.from_numpy(labels[start:start + batch_size]).to(device)
-            logits = model(x).float()
-            loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-            correct += int((logits.argmax(1) == y).sum())
-    n = max(1, len(labels))
-    return correct / n, loss_sum / n
 
 
 def pretrain(cfg: PretrainConfig, dataset, *, device: str | torch.device | None = None,
@@ -380,41 +348,6 @@ def make_checkpoint(name: str, cfg: PretrainConfig, dataset, model: FeatureNet, 
     }
 
 
-def save_checkpoint(checkpoint: dict, path: str | Path, summary_path: str | Path | None = None) -> str:
-    """Write the checkpoint atomically (temporary file, then rename); returns its sha256.
-
-    `summary_path`: also write everything but the weights as JSON (with the file's sha256).
-    """
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
-    digest = sha256_file(path)
-    if summary_path is not None:
-        summary = {k: v for k, v in checkpoint.items() if k != "state_dict"}
-        summary["checkpoint_file"] = path.name
-        summary["checkpoint_sha256"] = digest
-        write_json(summary_path, summary)
-    return digest
-
-
-def load_checkpoint(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"pretrained checkpoint {path} not found: run the `pretrain_public` rule "
-                          f"(snakemake {path}) or set extractors.<name>.checkpoint")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError(f"{path} is not a dphpo pretrained checkpoint (format {CHECKPOINT_FORMAT})")
-    return ckpt
-
-
-def network_from_checkpoint(ckpt: dict) -> FeatureNet:
-    """The pretrained network (head included), weights loaded strictly, in eval mode."""
-    model = build_network(ckpt["arch"], int(ckpt["num_classes"]), **dict(ckpt.get("arch_options") or {}))
-    model.load_state_dict(ckpt["state_dict"], strict=True)
-    return model.eval()
-
-
 def run_pretraining(name: str, section: Mapping[str, Any], out_path: str | Path, *, data_dir: str | Path = "data",
                     download: bool = True, summary_path: str | Path | None = None,
                     device: str | torch.device | None = None, progress: bool = True, noise=None) -> dict:
@@ -430,8 +363,6 @@ def run_pretraining(name: str, section: Mapping[str, Any], out_path: str | Path,
     record["time_s"]["data"] = round(data_time, 2)
     private = None
     if cfg.private_stage is not None:
-        from dphpo.features.continual import PrivateStageConfig, continue_privately
-
         stage = PrivateStageConfig.from_config(cfg.private_stage, f"pretraining.{name}.private_stage")
         if noise is None:
             raise ConfigError(f"pretraining.{name}.private_stage: needs the secret noise key (a NoiseScope)")

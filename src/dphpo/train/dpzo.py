@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
-from dphpo.train.finetune import TaskTrainer
+from dphpo.train.task_trainer import TaskTrainer
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class DPZOSettings:
             raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1")
 
     @classmethod
-    def from_config(cls, section: dict | None) -> "DPZOSettings":
+    def from_config(cls, section: dict | None) -> DPZOSettings:
         s = dict(section or {})
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(s) - known)

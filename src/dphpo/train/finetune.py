@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.task_trainer import TaskTrainer
 
 CLIPPING = ("ghost", "hooks")
 OPTIMIZERS = ("sgd", "adam")
@@ -64,7 +65,7 @@ class FinetuneSettings:
             raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1, got {self.batch_size}, {self.physical_batch}")
 
     @classmethod
-    def from_config(cls, section: dict | None) -> "FinetuneSettings":
+    def from_config(cls, section: dict | None) -> FinetuneSettings:
         s = dict(section or {})
         if "betas" in s:
             s["betas"] = tuple(float(b) for b in s["betas"])
@@ -264,82 +265,6 @@ def train_dp(
 
 # --------------------------------------------------------------------------------------------
 # the trainer protocol
-
-
-def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The released parameters: what training changed (frozen pretrained weights are public)."""
-    return {k: p.detach().cpu().clone() for k, p in model.named_parameters() if p.requires_grad}
-
-
-class TaskTrainer:
-    """What FinetuneTrainer and DPZOTrainer share: a task, an accountant, evaluation and model release."""
-
-    kind = "task"
-
-    def __init__(self, task, accountant, settings, n_public: int):
-        self.task = task
-        self.accountant = accountant
-        self.settings = settings
-        self.metric = task.metric
-        self.n_train = task.n_train
-        self.n_test = task.n_test
-        self.n_public = int(n_public)
-
-    def provenance(self) -> dict:
-        return {
-            "trainer": self.kind,
-            "settings": self.settings.describe(),
-            "accountant": self.accountant.describe(),
-            "task": self.task.provenance(),
-        }
-
-    # train_fn(model, example_losses, n_train, *, n_public, lr, steps, sigma, seed, settings, progress, desc)
-    # -> (trained model, run info): the private training loop of the subclass
-    train_fn = None
-
-    def train_one(self, lr: float, steps: int, sigma: float, seed: int, progress: bool, desc: str):
-        return type(self).train_fn(
-            self.task.build_model(),
-            self.task.example_losses,
-            self.task.n_train,
-            n_public=self.n_public,
-            lr=lr,
-            steps=steps,
-            sigma=sigma,
-            seed=seed,
-            settings=self.settings,
-            progress=progress,
-            desc=desc,
-        )
-
-    def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
-        from dphpo.train.protocol import TrialOutcome
-
-        if not len(eta) == len(steps) == len(sigma) == len(seeds):
-            raise ValueError("eta, steps, sigma and seeds must have the same length")
-        models, tr_sum, tr_metric, te_metric, te_sum = [], [], [], [], []
-        for h, (lr, t, s, seed) in enumerate(zip(eta, steps, sigma, seeds)):
-            model, _ = self.train_one(float(lr), int(t), float(s), int(seed), progress, f"{desc} {h + 1}/{len(eta)}")
-            train_eval = self.task.evaluate(model, "train")
-            test_eval = self.task.evaluate(model, "test")
-            models.append(trainable_state(model))
-            tr_sum.append(train_eval["score_sum"])
-            tr_metric.append(train_eval["metric"])
-            te_sum.append(test_eval["score_sum"])
-            te_metric.append(test_eval["metric"])
-        return TrialOutcome(
-            models=models,
-            train_score_sums=np.asarray(tr_sum, float),
-            train_metric=np.asarray(tr_metric, float),
-            test_metric=np.asarray(te_metric, float),
-            test_score_sums=np.asarray(te_sum, float),
-        )
-
-    def save_model(self, outcome, index: int, path) -> None:
-        from dphpo.io import atomic_path
-
-        with atomic_path(path) as tmp:
-            torch.save(outcome.models[index], tmp)
 
 
 class FinetuneTrainer(TaskTrainer):

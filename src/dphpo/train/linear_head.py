@@ -8,8 +8,9 @@ choices (δ, adjacency, accountant, batch size) from which `accountant_for` buil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,7 +42,7 @@ class TrainSettings:
         check_accounting(self.accountant, self.adjacency, self.batch_size)
 
     @classmethod
-    def from_config(cls, config: dict) -> "TrainSettings":
+    def from_config(cls, config: dict) -> TrainSettings:
         t, p = config.get("training", {}), config.get("privacy", {})
         batch_size = t.get("batch_size")
         return cls(
@@ -131,7 +132,7 @@ class LinearHeadTrainer:
         self.accountant = settings.accountant_for(features.n_public) if accountant is None else accountant
 
     @classmethod
-    def from_config(cls, features: PreparedFeatures, config: dict) -> "LinearHeadTrainer":
+    def from_config(cls, features: PreparedFeatures, config: dict) -> LinearHeadTrainer:
         """The trainer a config asks for on these features (accountant: `accountant_from_config`)."""
         return cls(features, TrainSettings.from_config(config), accountant_from_config(config, features.n_public))
 
@@ -207,7 +208,7 @@ class LinearHeadTrainer:
     def save_model(self, outcome: TrialOutcome, index: int, path) -> None:
         save_weights(outcome.models[index], path)
 
-    def subsample(self, keep: np.ndarray, n_public: float) -> "LinearHeadTrainer":
+    def subsample(self, keep: np.ndarray, n_public: float) -> LinearHeadTrainer:
         """The same trainer on the training examples `keep` (indices); test data unchanged. `n_public`:
         the public size its sums are divided by (a Poisson subsample of rate q: q·N_pub, not |keep|)."""
         f = self.features

@@ -19,8 +19,8 @@ rescales ∂ℓ/∂C — the signs used here are unchanged).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

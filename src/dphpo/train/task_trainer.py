@@ -1,0 +1,85 @@
+"""The trainer protocol (`dphpo.train.protocol.PrivateTrainer`) for trainers of a task (`dphpo.tasks`):
+what `FinetuneTrainer` (dphpo.train.finetune) and `DPZOTrainer` (dphpo.train.dpzo) share. Trials run
+one after another, each from the task's pretrained starting point; a released model is what training
+changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from dphpo.io import atomic_path
+from dphpo.train.protocol import TrialOutcome
+
+
+def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The released parameters: what training changed (frozen pretrained weights are public)."""
+    return {k: p.detach().cpu().clone() for k, p in model.named_parameters() if p.requires_grad}
+
+
+class TaskTrainer:
+    """What FinetuneTrainer and DPZOTrainer share: a task, an accountant, evaluation and model release."""
+
+    kind = "task"
+
+    def __init__(self, task, accountant, settings, n_public: int):
+        self.task = task
+        self.accountant = accountant
+        self.settings = settings
+        self.metric = task.metric
+        self.n_train = task.n_train
+        self.n_test = task.n_test
+        self.n_public = int(n_public)
+
+    def provenance(self) -> dict:
+        return {
+            "trainer": self.kind,
+            "settings": self.settings.describe(),
+            "accountant": self.accountant.describe(),
+            "task": self.task.provenance(),
+        }
+
+    # train_fn(model, example_losses, n_train, *, n_public, lr, steps, sigma, seed, settings, progress, desc)
+    # -> (trained model, run info): the private training loop of the subclass
+    train_fn = None
+
+    def train_one(self, lr: float, steps: int, sigma: float, seed: int, progress: bool, desc: str):
+        return type(self).train_fn(
+            self.task.build_model(),
+            self.task.example_losses,
+            self.task.n_train,
+            n_public=self.n_public,
+            lr=lr,
+            steps=steps,
+            sigma=sigma,
+            seed=seed,
+            settings=self.settings,
+            progress=progress,
+            desc=desc,
+        )
+
+    def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
+        if not len(eta) == len(steps) == len(sigma) == len(seeds):
+            raise ValueError("eta, steps, sigma and seeds must have the same length")
+        models, tr_sum, tr_metric, te_metric, te_sum = [], [], [], [], []
+        for h, (lr, t, s, seed) in enumerate(zip(eta, steps, sigma, seeds)):
+            model, _ = self.train_one(float(lr), int(t), float(s), int(seed), progress, f"{desc} {h + 1}/{len(eta)}")
+            train_eval = self.task.evaluate(model, "train")
+            test_eval = self.task.evaluate(model, "test")
+            models.append(trainable_state(model))
+            tr_sum.append(train_eval["score_sum"])
+            tr_metric.append(train_eval["metric"])
+            te_sum.append(test_eval["score_sum"])
+            te_metric.append(test_eval["metric"])
+        return TrialOutcome(
+            models=models,
+            train_score_sums=np.asarray(tr_sum, float),
+            train_metric=np.asarray(tr_metric, float),
+            test_metric=np.asarray(te_metric, float),
+            test_score_sums=np.asarray(te_sum, float),
+        )
+
+    def save_model(self, outcome, index: int, path) -> None:
+        with atomic_path(path) as tmp:
+            torch.save(outcome.models[index], tmp)
