@@ -12,8 +12,6 @@ data or its secret key. Prints one table per setting (mean, std, worst seed per 
 from __future__ import annotations
 
 import argparse
-import copy
-import math
 import sys
 from pathlib import Path
 

@@ -36,9 +36,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("dphpo.audit",),
     ("dphpo.studies",),
     ("dphpo.hpo",),
+    # features above train: DP continual pre-training (features/continual.py) trains its extractor
+    # with the DP-SGD engine of train/dpsgd.py; no trainer needs an extractor
+    ("dphpo.features",),
     ("dphpo.train",),
     ("dphpo.tasks",),
-    ("dphpo.features",),
     ("dphpo.data",),
     ("dphpo.privacy",),
     ("dphpo", "dphpo.layout", "dphpo.io", "dphpo.errors", "dphpo.provenance", "dphpo.resume"),
@@ -63,6 +65,7 @@ LAZY_IMPORTS = frozenset(
         "snakemake",  # workflow extra
         "dp_accounting",  # the independent accountant of `dphpo verify`; slow to import
         "sklearn",  # scikit-learn datasets; slow to import
+        "pandas",  # Parquet tables of the user's own data only; a second to import
         "pydoc_data",  # standard library, but stripped by some distributions: only the python_docs corpus needs it
     }
 )

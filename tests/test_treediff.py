@@ -1,6 +1,5 @@
 """`dphpo diff`: two results trees compared by what their files hold."""
 
-import json
 import shutil
 
 import numpy as np

