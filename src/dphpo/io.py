@@ -16,8 +16,10 @@ import hashlib
 import json
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -136,8 +138,6 @@ def remove_orphan_temporaries(folder: str | os.PathLike, min_age_s: float = 0.0)
     Call it only when no writer is running there (the workflow does at start, holding Snakemake's
     lock on the working directory); `min_age_s` spares files younger than that.
     """
-    import time
-
     removed = []
     now = time.time()
     for tmp in Path(folder).rglob(f".*{TMP_SUFFIX}"):

@@ -26,11 +26,11 @@ rarely repeats on the held-out half; the stricter level prefers thresholds with 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 from scipy.stats import beta
 
 from dphpo.privacy.gdp import eps_from_mu
@@ -187,7 +187,6 @@ def achievable_bounds(
 
 def gaussian_achievable(mu: float, n_out: int, n_in: int, *, alpha: float, delta: float) -> dict[str, float]:
     """`achievable_bounds` for a mechanism whose trade-off is exactly μ-GDP (the optimal attack on full-batch DP-GD)."""
-    from scipy.special import ndtr
 
     z = np.linspace(-8.0, 8.0 + mu, 4001)
     out = achievable_bounds(lambda t: ndtr(-t), lambda t: ndtr(t - mu), z, n_out, n_in, alpha=alpha, delta=delta)

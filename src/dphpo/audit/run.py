@@ -64,9 +64,13 @@ from dphpo.audit.bounds import (
     gaussian_achievable,
     threshold_bound,
 )
-from dphpo.errors import ConfigError
+from dphpo.data.registry import load_dataset
+from dphpo.errors import ConfigError, FeatureCacheError
+from dphpo.features.cache import load_feature_cache
+from dphpo.features.extractors import RawPixels
 from dphpo.privacy.accountant import make_accountant
 from dphpo.privacy.randomness import public_seed
+from dphpo.provenance import provenance
 from dphpo.train.dpgd import TrialBatch, clip_scales, clipped_sums, train_linear_dpgd
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
@@ -153,9 +157,6 @@ def load_audit_data(
 ) -> AuditData:
     """D: raw pixels of a registry image dataset (digits by default, offline), or a feature cache file."""
     if features:
-        from dphpo.errors import FeatureCacheError
-        from dphpo.features.cache import load_feature_cache
-
         try:
             fs = load_feature_cache(features)
         except FeatureCacheError as err:  # a user's file, not a workflow cache: "rerun" would not rebuild it
@@ -171,8 +172,6 @@ def load_audit_data(
         return AuditData(
             x, y, int(fs.num_classes), fs.checksum, f"feature cache {features} (train split, n={x.shape[0]})"
         )
-    from dphpo.data.registry import load_dataset
-    from dphpo.features.extractors import RawPixels
 
     ds = load_dataset(name, root, max_train=max_train, max_test=0, download=False)
     if ds.modality != "image":
@@ -381,8 +380,6 @@ class AuditResult:
 
 def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, progress: bool = False) -> AuditResult:
     """Train spec.runs runs (half in each world), attack them, and bound ε and μ from below (family-wise level α)."""
-    from dphpo.provenance import provenance
-
     unknown = sorted(set(threat_models) - set(THREAT_MODELS))
     if unknown:
         raise ConfigError(f"audit.threat_models: unknown {unknown}; known: {', '.join(THREAT_MODELS)}")
