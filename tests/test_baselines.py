@@ -492,3 +492,29 @@ def test_mehta_one_step_is_the_sign_classifier_hence_flat_in_eps():
             assert r.test_accuracy == pytest.approx(ceiling, abs=0.005)
     linear_head = LogisticRegression(max_iter=2000).fit(x.numpy(), y.numpy()).score(xt.numpy(), yt.numpy())
     assert linear_head > ceiling + 0.1
+
+
+def test_every_method_declares_its_trainers_and_accountants():
+    assert list(registry.SUPPORTED) == list(registry.METHODS)
+    for s in registry.SUPPORTED.values():
+        assert s.trainers and set(s.trainers) <= set(registry.TRAINERS)
+        assert s.accountants and set(s.accountants) <= {"gdp", "rdp", "prv"}
+    # the language studies' methods: single full-budget runs or the rule, on PRV-accounted fine-tuning
+    assert registry.methods_for("finetune", "prv") == ("linear_scaling", "random_search", "grid_oracle")
+    assert registry.methods_for("dpzo") == registry.methods_for("finetune")
+    assert registry.methods_for("cnn") == ("oso_dpsgd_cnn",)
+    assert set(registry.methods_for("linear_head", "gdp")) == set(registry.FEATURE_BASELINES) | {"linear_scaling"}
+    assert registry.methods_for("linear_head", "rdp") == ("linear_scaling", "random_search", "grid_oracle")
+    with pytest.raises(ConfigError, match="unknown trainer"):
+        registry.methods_for("svm")
+
+
+def test_check_supported_names_the_method():
+    registry.check_supported("papernot_steinke", "linear_head", "gdp")
+    registry.check_supported("grid_oracle", "dpzo", "prv")
+    with pytest.raises(ConfigError, match="'koskela' does not run on the 'finetune' trainer"):
+        registry.check_supported("koskela", "finetune", "prv")
+    with pytest.raises(ConfigError, match="'mehta' does not plan with privacy.accountant='rdp'"):
+        registry.check_supported("mehta", "linear_head", "rdp")
+    with pytest.raises(ConfigError, match="unknown method 'bohb'"):
+        registry.check_supported("bohb", "linear_head", "gdp")
