@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +212,76 @@ def test_describe_names_every_parameter():
         assert {"name", "delta", "formula", "adjacency", "sample_rate"} <= set(d)
         assert d["delta"] == DELTA and d["name"] in ("gdp", "rdp", "prv")
     assert np.isclose(ACCOUNTANTS["prv"].describe()["sample_rate"], 0.05)
+
+
+def test_delta_has_one_default_the_schemas():
+    import yaml
+
+    from dphpo.privacy.accountant import config_delta
+
+    assert config_delta({"privacy": {"delta": 3e-6}}) == 3e-6
+    with pytest.raises(ConfigError, match="privacy.delta"):
+        config_delta({"privacy": {}})
+    with pytest.raises(ConfigError, match="privacy.delta"):
+        accountant_from_config({"privacy": {"accountant": "gdp"}})
+    schema = yaml.safe_load(open(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"))
+    assert schema["properties"]["privacy"]["properties"]["delta"]["default"] == 1e-5
+
+
+# --- the planning calls the HPO methods make ------------------------------------------------------------
+
+
+def test_budget_planner_is_the_gdp_plan_in_closed_form():
+    from dphpo.privacy.planning import BUDGET_SAFETY, BudgetPlanner
+
+    plan = BudgetPlanner(DELTA)
+    assert plan.mu_for_eps(1.0) == mu_from_eps(1.0, DELTA)  # a stage's μ
+    assert plan.eps_for_mu(0.7) == eps_from_mu(0.7, DELTA)
+    assert plan.full_budget_mu(2.0) == mu_from_eps(2.0, DELTA) * (1 - BUDGET_SAFETY)
+    # k runs and their k selection releases compose to the target: μ_run = √((μ(ε)² − k μ_sel²)/k)
+    mu_run = plan.runs_mu(2.0, 4, 0.01, "x")
+    assert mu_run == pytest.approx(math.sqrt((mu_from_eps(2.0, DELTA) ** 2 - 4 * 0.01**2) / 4), rel=1e-8)
+    assert mu_run < math.sqrt((mu_from_eps(2.0, DELTA) ** 2 - 4 * 0.01**2) / 4)  # shaved, never above
+    assert Ledger([LedgerEntry("runs", mu_run, count=4), LedgerEntry("sel", 0.01, count=4)]).total(DELTA)["eps"] <= 2.0
+    assert plan.runs_mu(2.0, 1, 0.01, "x") == plan_final_mu(2.0, DELTA, Ledger()) * (1 - BUDGET_SAFETY)  # one run: no selection
+    spent = Ledger([LedgerEntry("stage", 0.05, count=3)])
+    assert plan.remaining_mu(1.0, spent, "final") == plan_final_mu(1.0, DELTA, spent) * (1 - BUDGET_SAFETY)
+    with pytest.raises(InfeasibleBudgetError, match="selection releases"):
+        plan.runs_mu(0.1, 10, 0.5, "x")
+    with pytest.raises(ConfigError, match="privacy.delta"):
+        BudgetPlanner(1.5)
+
+
+@pytest.mark.parametrize("adjacency", ["add_remove", "replace_one"])
+def test_gdp_plans_runs_at_exactly_their_mu(adjacency):
+    acc = GdpAccountant(DELTA, adjacency)
+    factor = 2.0 if adjacency == "replace_one" else 1.0
+    mu, steps = 0.8, 49
+    sigma = acc.sigma_at(mu, 123.0, steps)  # ε is not used: μ is met exactly
+    assert sigma == factor * 7.0 / mu
+    assert acc.planned_mu(mu) == mu and acc.run_mu(sigma, steps) == pytest.approx(mu, rel=1e-15)
+    assert acc.planned_eps(mu, sigma, steps) == eps_from_mu(mu, DELTA)
+    entry = acc.planned_entry("trial", mu, sigma, steps, {"eta": 0.1})
+    assert entry == LedgerEntry("trial", mu, details={"eta": 0.1})  # the planned μ itself, not factor·√T/σ
+    assert acc.composed_eps(mu, 9) == eps_from_mu(3 * mu, DELTA)
+    assert acc.trial_accounting() == {} and acc.exact_gdp
+
+
+@pytest.mark.parametrize("name", ["rdp", "rdp_subsampled", "prv"])
+def test_other_accountants_calibrate_a_planned_run_to_its_eps(name):
+    # what the baselines computed by hand before: σ for the target ε, the run's own entry and ε, no μ
+    acc = ACCOUNTANTS[name]
+    mu, eps, steps = 0.9, 1.5, 30
+    sigma = acc.sigma_at(mu, eps, steps)
+    assert sigma == acc.sigma_for_eps(eps, steps)
+    assert acc.planned_mu(mu) is None and acc.run_mu(sigma, steps) is None and acc.composed_eps(mu, 4) is None
+    assert acc.planned_eps(mu, sigma, steps) == acc.standalone_eps(sigma, steps)
+    assert acc.planned_entry("trial", mu, sigma, steps, {"eta": 0.1}) == acc.entry("trial", sigma, steps, {"eta": 0.1})
+    assert acc.trial_accounting() == {"accounting": acc.describe()["formula"]} and not acc.exact_gdp
+
+
+def test_rdp_full_batch_keeps_the_gdp_plan_of_a_last_run():
+    # the RDP ablation shares the full-batch arithmetic (μ, σ for μ) but is not exact GDP
+    acc = ACCOUNTANTS["rdp"]
+    assert acc.sigma_for_mu(0.5, 16) == 8.0 and acc.mu(8.0, 16) == 0.5
+    assert acc.gaussian_eps(0.5) > GdpAccountant(DELTA).gaussian_eps(0.5)  # read through RDP: looser

@@ -10,12 +10,13 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_acc
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo import grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
+from dphpo.hpo import candidates, grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
 from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
+from dphpo.privacy.accountant import make_accountant
 from dphpo.privacy.ledger import Ledger
-from dphpo.privacy.rdp import ps_ledger_entry
+from dphpo.privacy.tuning import CappedTrialsLedger, ps_ledger_entry
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd
 from dphpo.train.oso import OsoRule, composed_multiplier, noise_split, train_linear_oso
 from conftest import noise_scope
@@ -107,7 +108,7 @@ def test_baselines_refuse_training_ablations_that_leave_exact_gdp():
     cfg = copy.deepcopy(CONFIG)
     cfg["training"] = {"batch_size": 64}  # the minibatch ablation of the linear scaling rule
     with pytest.raises(ConfigError, match="exact GDP"):
-        random_search.context(cfg)
+        candidates.context(cfg)
 
 
 # --- random search and grid search ----------------------------------------------------------------
@@ -157,7 +158,7 @@ def test_grid_oracle_is_labelled_non_private_and_picks_best_on_test(all_results)
 def test_grid_accounted_composes_every_grid_point(all_results):
     for r in all_results["grid_accounted"]:
         assert sorted((t["eta"], t["steps"]) for t in r.trials) == sorted(grid_search.GridConfig(3, (10, 40)).points(
-            random_search.context(CONFIG)[1]
+            candidates.context(CONFIG)[1]
         ))
         assert r.selection["private"] is True
 
@@ -173,7 +174,7 @@ def test_oracle_searches_the_whole_search_grid_and_accounted_may_search_its_own(
     """The oracle of RERR = (ours − random)/(oracle − random) is the best of the rule's own candidate
     set (issue 9: a coarser oracle grid gave RERR > 100 %); grid_accounted pays for exactly its points."""
     cfg = copy.deepcopy(CONFIG)
-    space = random_search.context(cfg)[1]
+    space = candidates.context(cfg)[1]
     del cfg["baselines"]["grid"]
     full = [(float(e), t) for e in space.eta_grid for t in space.steps]
     assert grid_search.GridConfig.from_config(cfg).points(space) == full
@@ -265,7 +266,7 @@ def test_capping_k_costs_delta_and_is_refused_when_too_costly():
 
 def test_capped_ledger_converts_at_delta_minus_cap():
     entry = ps_ledger_entry(0.3, "geometric", 3.0)
-    capped = papernot_steinke.CappedTrialsLedger([entry], {"delta_cap": 1e-6})
+    capped = CappedTrialsLedger([entry], {"delta_cap": 1e-6})
     assert capped.total(DELTA)["eps"] == pytest.approx(Ledger([entry]).total(DELTA - 1e-6)["eps"])
     assert capped.total(DELTA)["eps"] > Ledger([entry]).total(DELTA)["eps"]
     assert capped.total(DELTA)["delta"] == DELTA
@@ -334,8 +335,8 @@ def test_koskela_total_matches_an_independent_computation(digits_features):
 
 def test_koskela_keep_sigma_transfer_gives_the_final_run_more_budget():
     sel = SelectionRule(noise_std=50.0)
-    scale = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="scale_sigma"), sel, 1.0, DELTA)
-    keep = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="keep_sigma"), sel, 1.0, DELTA)
+    scale = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="scale_sigma"), sel, 1.0, make_accountant("gdp", DELTA))
+    keep = koskela.plan(koskela.KoskelaConfig(q=0.1, transfer="keep_sigma"), sel, 1.0, make_accountant("gdp", DELTA))
     assert 0 < scale["mu_final"] < keep["mu_final"] < mu_from_eps(1.0, DELTA)
 
 
@@ -375,7 +376,7 @@ def test_oso_adapts_clip_and_learning_rate(digits_features):
 
 
 def test_oso_candidates_are_seed_002_initial_learning_rates():
-    space = random_search.context(CONFIG)[1]
+    space = candidates.context(CONFIG)[1]
     assert oso.OsoConfig().steps == (50,)
     cands = oso.OsoConfig(steps=(40,)).candidates(space)  # the defaults: k = 5 over [10^-2.5, 10^1.5]
     assert [c[0] for c in cands] == pytest.approx([10**-2.5, 10**-1.5, 10**-0.5, 10**0.5, 10**1.5])
@@ -491,3 +492,29 @@ def test_mehta_one_step_is_the_sign_classifier_hence_flat_in_eps():
             assert r.test_accuracy == pytest.approx(ceiling, abs=0.005)
     linear_head = LogisticRegression(max_iter=2000).fit(x.numpy(), y.numpy()).score(xt.numpy(), yt.numpy())
     assert linear_head > ceiling + 0.1
+
+
+def test_every_method_declares_its_trainers_and_accountants():
+    assert list(registry.SUPPORTED) == list(registry.METHODS)
+    for s in registry.SUPPORTED.values():
+        assert s.trainers and set(s.trainers) <= set(registry.TRAINERS)
+        assert s.accountants and set(s.accountants) <= {"gdp", "rdp", "prv"}
+    # the language studies' methods: single full-budget runs or the rule, on PRV-accounted fine-tuning
+    assert registry.methods_for("finetune", "prv") == ("linear_scaling", "random_search", "grid_oracle")
+    assert registry.methods_for("dpzo") == registry.methods_for("finetune")
+    assert registry.methods_for("cnn") == ("oso_dpsgd_cnn",)
+    assert set(registry.methods_for("linear_head", "gdp")) == set(registry.FEATURE_BASELINES) | {"linear_scaling"}
+    assert registry.methods_for("linear_head", "rdp") == ("linear_scaling", "random_search", "grid_oracle")
+    with pytest.raises(ConfigError, match="unknown trainer"):
+        registry.methods_for("svm")
+
+
+def test_check_supported_names_the_method():
+    registry.check_supported("papernot_steinke", "linear_head", "gdp")
+    registry.check_supported("grid_oracle", "dpzo", "prv")
+    with pytest.raises(ConfigError, match="'koskela' does not run on the 'finetune' trainer"):
+        registry.check_supported("koskela", "finetune", "prv")
+    with pytest.raises(ConfigError, match="'mehta' does not plan with privacy.accountant='rdp'"):
+        registry.check_supported("mehta", "linear_head", "rdp")
+    with pytest.raises(ConfigError, match="unknown method 'bohb'"):
+        registry.check_supported("bohb", "linear_head", "gdp")

@@ -12,7 +12,7 @@ import pytest
 from dphpo.cli import main
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, sigma_for_steps
 from dphpo.privacy.ledger import plan_stages
-from dphpo.privacy.rdp import calibrate_ps_mu, ps_tuned_eps
+from dphpo.privacy.tuning import calibrate_ps_mu, ps_tuned_eps
 
 
 def run(capsys, *argv):

@@ -12,7 +12,8 @@ from dphpo.errors import InfeasibleBudgetError
 from dphpo.io import read_json, write_json
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu, plan_stages
-from dphpo.privacy.rdp import DEFAULT_ORDERS, gdp_rdp, ps_ledger_entry, rdp_to_dp, subsampled_gaussian_rdp
+from dphpo.privacy.rdp import DEFAULT_ORDERS, gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
+from dphpo.privacy.tuning import ps_ledger_entry
 
 DELTA = 1e-5
 

@@ -13,18 +13,20 @@ from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp
 from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.rdp import (
     DEFAULT_ORDERS,
-    calibrate_ps_mu,
     gdp_rdp,
     poisson_subsampled_rdp,
+    rdp_at,
+    rdp_to_delta,
+    rdp_to_dp,
+    subsampled_gaussian_rdp,
+)
+from dphpo.privacy.tuning import (
+    calibrate_ps_mu,
     ps_gdp_rdp,
     ps_ledger_entry,
     ps_rdp,
     ps_tuned_eps,
-    rdp_at,
-    rdp_to_delta,
-    rdp_to_dp,
     resolve_distribution,
-    subsampled_gaussian_rdp,
     tnb_gamma,
     tnb_mean,
 )

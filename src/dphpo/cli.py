@@ -186,8 +186,9 @@ def _run_fields(args: argparse.Namespace, accountant: Any, sigma: float) -> dict
         "standalone_eps": accountant.standalone_eps(sigma, args.steps),
         "accountant": accountant.describe(),
     }
-    if accountant.name == "gdp":
-        fields["mu"] = accountant.mu(sigma, args.steps)
+    mu = accountant.run_mu(sigma, args.steps)  # None unless the run is exactly μ-GDP
+    if mu is not None:
+        fields["mu"] = mu
     return fields
 
 
@@ -278,7 +279,7 @@ def _check_eta(args: argparse.Namespace) -> float | None:
 
 def _privacy_select(args: argparse.Namespace) -> int:
     from dphpo.privacy.gdp import eps_from_mu
-    from dphpo.privacy.rdp import ps_tuned_eps, resolve_distribution
+    from dphpo.privacy.tuning import ps_tuned_eps, resolve_distribution
 
     eta = _check_eta(args)
     eps = ps_tuned_eps(
@@ -307,7 +308,7 @@ def _privacy_select(args: argparse.Namespace) -> int:
 
 def _privacy_select_mu(args: argparse.Namespace) -> int:
     from dphpo.privacy.gdp import eps_from_mu
-    from dphpo.privacy.rdp import calibrate_ps_mu, ps_tuned_eps
+    from dphpo.privacy.tuning import calibrate_ps_mu, ps_tuned_eps
 
     eta = _check_eta(args)
     try:

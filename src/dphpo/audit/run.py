@@ -206,7 +206,7 @@ def calibrate(spec: AuditSpec, n: int) -> dict[str, Any]:
     q = None if spec.batch_size is None else min(1.0, spec.batch_size / n)
     accountant = make_accountant(spec.account, spec.delta, sample_rate=q, batch_size=spec.batch_size)
     sigma = accountant.sigma_for_eps(spec.eps, spec.steps)
-    mu = accountant.mu(sigma, spec.steps) if accountant.name == "gdp" else None
+    mu = accountant.run_mu(sigma, spec.steps)
     return {"sigma": sigma, "q": q, "mu": mu, "accountant": accountant.describe()["formula"]}
 
 

@@ -41,7 +41,7 @@ from dphpo.data import DATASETS, load_dataset
 from dphpo.data.registry import public_train_size
 from dphpo.errors import ConfigError, DPHPOError, InfeasibleBudgetError, dataclass_from_section
 from dphpo.features.tensors import evaluate, images_to_tensor, resolve_device
-from dphpo.privacy.accountant import PrvAccountant
+from dphpo.privacy.accountant import make_accountant
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.dpsgd import train_dpsgd
 
@@ -143,7 +143,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
     plan = cfg.plan(public_train_size(cfg.dataset, cfg.max_train))
     q, steps = plan["sample_rate"], plan["steps"]
-    accountant = PrvAccountant(cfg.delta, q, cfg.eps_error)
+    accountant = make_accountant("prv", cfg.delta, sample_rate=q, eps_error=cfg.eps_error)
     try:
         sigma = accountant.sigma_for_eps(cfg.eps, steps)
     except (ValueError, DPHPOError) as err:

@@ -5,7 +5,7 @@
   ("oracle, non-private HPO"): its result carries `selection.private = False` and every table says
   so. Its ledger holds the released run only; `search.unaccounted` states what was not paid for.
 - `grid_accounted`: every grid point at μ_run, all runs and the noisy selection releases composed
-  to the target (`random_search.run_composed`).
+  to the target (`candidates.run_composed`).
 
 The oracle's grid (`baselines.grid`) is by default the search space's own η and T grids — the
 candidate set the linear scaling rule searches — so that RERR = (ours − random)/(oracle − random)
@@ -19,17 +19,15 @@ of every target is one trial of a single batch.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
-from dphpo.hpo.random_search import baselines_section, context, full_budget_mu, plan_run_mu, run_composed
+from dphpo.hpo.candidates import baselines_section, context, run_composed
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.gdp import eps_from_mu
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.protocol import PrivateTrainer, best_index
 
@@ -71,23 +69,22 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
     # every grid point is one run at the full budget: any run accountant calibrates it (exact GDP for
     # the linear head, PRV for the fine-tuning trainers)
     accountant, space, _, targets = context(config, trainer, any_accountant=True)
-    gdp = accountant.name == "gdp"
     grid = GridConfig.from_config(config).points(space)
     delta = accountant.delta
     eta, steps, sigma, seeds, owner = [], [], [], [], []
     for target in targets:
-        mu = full_budget_mu(target, delta)
+        mu = accountant.full_budget_mu(target)
         for i, (e, t) in enumerate(grid):
             eta.append(e)
             steps.append(t)
-            sigma.append(accountant.sigma_for_mu(mu, t) if gdp else accountant.sigma_for_eps(target, t))
+            sigma.append(accountant.sigma_at(mu, target, t))
             seeds.append(noise.seed(ORACLE, f"{target:.10g}", i))
             owner.append(target)
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
     owner_arr = np.asarray(owner)
     results = []
     for target in targets:
-        mu = full_budget_mu(target, delta)
+        mu = accountant.full_budget_mu(target)
         idx = np.flatnonzero(owner_arr == target)
         trials = [
             {
@@ -95,7 +92,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
                 "steps": steps[j],
                 "r": eta[j] * steps[j],
                 "sigma": sigma[j],
-                "mu": mu if gdp else None,
+                "mu": accountant.planned_mu(mu),
             }
             | trial_metrics(trainer, outcome, j)
             for j in idx
@@ -104,9 +101,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
         chosen = trials[best]
         what = "released run (oracle: the other grid runs and the test-set selection are NOT accounted)"
         details = {k: chosen[k] for k in ("eta", "steps", "sigma")}
-        ledger = Ledger([accountant.entry(what, chosen["sigma"], chosen["steps"], details)]) if not gdp else Ledger()
-        if gdp:
-            ledger.add(what, mu=mu, **details)
+        ledger = Ledger([accountant.planned_entry(what, mu, chosen["sigma"], chosen["steps"], details)])
         n = len(trials)
         results.append(
             MethodResult(
@@ -116,8 +111,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
                 **released_model(trainer, outcome, idx[best]),
                 **result_metrics(trainer, outcome, idx[best]),
                 released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")}
-                | {"standalone_eps": eps_from_mu(mu, delta) if gdp else accountant.standalone_eps(chosen["sigma"], chosen["steps"]),
-                   "trial": best},
+                | {"standalone_eps": accountant.planned_eps(mu, chosen["sigma"], chosen["steps"]), "trial": best},
                 ledger=ledger,
                 selection={"rule": "test", "private": False, "label": ORACLE_LABEL},
                 trials=trials,
@@ -126,7 +120,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
                     "n_trials": n,
                     "unaccounted": {
                         "runs": n - 1,
-                        "eps_of_all_runs_composed": eps_from_mu(mu * math.sqrt(n), delta) if gdp else None,
+                        "eps_of_all_runs_composed": accountant.composed_eps(mu, n),
                         "selection": "on the test set: no finite eps covers it",
                     },
                 },
@@ -162,4 +156,4 @@ def check(config: dict) -> None:
     GridConfig.from_config(config, ORACLE).points(space)
     grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     for target in targets:
-        plan_run_mu(target, accountant.delta, len(grid), selection, ACCOUNTED)
+        accountant.runs_mu(target, len(grid), selection.mu_per_release, ACCOUNTED)

@@ -14,7 +14,7 @@ and the description in seed 000 §5.2):
 4. Final run on X with the selected (η, T) at μ_f.
 Accounting: the whole tuning procedure (an RDP curve, P&S Thm. 2/6) is amplified by Poisson
 subsampling with the general bound of Zhu & Wang (2019) for integer orders
-(`dphpo.privacy.rdp.poisson_subsampled_rdp`), composed in RDP with the final run (λμ_f²/2) and
+(`dphpo.privacy.tuning.subsampled_ps_gdp_rdp`), composed in RDP with the final run (λμ_f²/2) and
 converted once. μ_f is the largest value whose total is at most the target (bisection; the total
 is increasing in μ_f). A capped K is accounted as in `papernot_steinke` (δ_cap).
 """
@@ -28,20 +28,14 @@ import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics
-from dphpo.hpo.papernot_steinke import (
-    CappedTrialsLedger,
-    PSConfig,
-    draw_trials,
-    noisy_scores,
-    score_mu,
-    truncation_delta,
-)
-from dphpo.hpo.random_search import BUDGET_SAFETY, baselines_section, candidate_sampling, context
+from dphpo.hpo.candidates import baselines_section, candidate_sampling, context
+from dphpo.hpo.papernot_steinke import PSConfig, draw_trials, noisy_scores, score_mu, truncation_delta
 from dphpo.hpo.selection import SelectionRule
-from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+from dphpo.privacy.accountant import RunAccountant
 from dphpo.privacy.ledger import LedgerEntry
-from dphpo.privacy.rdp import poisson_subsampled_rdp, ps_gdp_rdp
+from dphpo.privacy.planning import BUDGET_SAFETY
+from dphpo.privacy.randomness import NoiseScope
+from dphpo.privacy.tuning import CappedTrialsLedger, subsampled_ps_gdp_rdp
 from dphpo.train.protocol import PrivateTrainer, require_kind
 
 METHOD = "koskela"
@@ -88,11 +82,7 @@ def tuning_entry(kc: KoskelaConfig, mu_final: float, mu_score: float) -> LedgerE
     """RDP entry of P&S tuning on a Poisson subsample of rate q (amplified, Zhu & Wang 2019)."""
     mu_base = math.hypot(kc.trial_mu(mu_final), mu_score)
     d = kc.ps.k_dist
-
-    def tuned(lam: np.ndarray) -> np.ndarray:
-        return ps_gdp_rdp(mu_base, d.distribution, d.mean_trials, d.eta, orders=lam, poisson_delta=kc.ps.poisson_delta)
-
-    values = poisson_subsampled_rdp(kc.q, tuned, orders=ORDERS)
+    values = subsampled_ps_gdp_rdp(kc.q, mu_base, d.distribution, d.mean_trials, d.eta, ORDERS, poisson_delta=kc.ps.poisson_delta)
     return LedgerEntry.rdp(
         f"Papernot-Steinke tuning on a Poisson subsample (q={kc.q:g}), amplified",
         ORDERS,
@@ -117,15 +107,16 @@ def planned_ledger(kc: KoskelaConfig, mu_final: float, mu_score: float, truncati
     return ledger
 
 
-def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, delta: float) -> dict:
+def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, accountant: RunAccountant) -> dict:
     """The largest μ_f whose tuning + final run total is at most the target (bisection in log μ_f)."""
+    delta = accountant.delta
     trunc = truncation_delta(kc.ps, target_eps, delta, METHOD)
     mu_s = score_mu(selection)
 
     def total(mu_f: float) -> float:
         return planned_ledger(kc, mu_f, mu_s, trunc).total(delta)["eps"]
 
-    hi = mu_from_eps(target_eps, delta)
+    hi = accountant.mu_for_eps(target_eps)
     lo = hi * 1e-4
     if total(lo) > target_eps and total(lo := 1e-9) > target_eps:
         raise InfeasibleBudgetError(
@@ -163,7 +154,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample"))
     plans, eta, steps, sigma, seeds = [], [], [], [], []
     for target in targets:
-        p = plan(kc, selection, target, delta)
+        p = plan(kc, selection, target, accountant)
         cands, k_info = draw_trials(kc.ps, space, noise, target, METHOD)
         trials = []
         for i, (e, t) in enumerate(cands):
@@ -208,7 +199,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 "r": e * t,
                 "sigma": accountant.sigma_for_mu(p["mu_final"], t),
                 "mu": p["mu_final"],
-                "standalone_eps": eps_from_mu(p["mu_final"], delta),
+                "standalone_eps": accountant.gaussian_eps(p["mu_final"]),
                 "selected_trial": best,
             }
         )
@@ -275,5 +266,5 @@ def check(config: dict) -> None:
         trunc = truncation_delta(kc.ps, target, accountant.delta, METHOD)
         spent = planned_ledger(kc, 1e-9, mu_s, trunc).total(accountant.delta)["eps"]
         if spent > target:
-            plan(kc, selection, target, accountant.delta)  # raises with the full message
+            plan(kc, selection, target, accountant)  # raises with the full message
 

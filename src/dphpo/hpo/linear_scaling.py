@@ -30,15 +30,12 @@ from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
-from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger, plan_final_mu
+from dphpo.privacy.planning import BudgetPlanner
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "linear_scaling"
-# The final run's μ is shaved by this relative margin so floating-point error can never push the
-# reported total above the target.
-BUDGET_SAFETY = 1e-9
 
 
 @dataclass(frozen=True)
@@ -102,11 +99,11 @@ def search_key(lsc: LinearScalingConfig, target_eps: float) -> str:
     return "stage_eps=" + ",".join(f"{e:.10g}" for e in lsc.stage_budgets(target_eps))
 
 
-def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, delta: float) -> Ledger:
-    """The releases of the whole search as planned (before any training)."""
+def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, planner: BudgetPlanner) -> Ledger:
+    """The releases of the whole search as planned (before any training), each stage's trials at its μ."""
     ledger = Ledger()
     for k, eps_k in enumerate(lsc.stage_budgets(target_eps), start=1):
-        ledger.add(f"stage {k} trials", mu=mu_from_eps(eps_k, delta), count=lsc.n_trials, standalone_eps=eps_k)
+        ledger.add(f"stage {k} trials", mu=planner.mu_for_eps(eps_k), count=lsc.n_trials, standalone_eps=eps_k)
         if selection.mu_per_release > 0:
             ledger.add(f"stage {k} selection", mu=selection.mu_per_release, count=lsc.n_trials)
     return ledger
@@ -114,11 +111,12 @@ def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, ta
 
 def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: Sequence[float], delta: float) -> dict:
     """Final-run budget of every target; raises InfeasibleBudgetError before any training."""
+    planner = BudgetPlanner(delta)  # the plan needs δ only: checks run before any trainer exists
     plans = {}
     for target in targets:
-        spent = planned_search_ledger(lsc, selection, target, delta)
+        spent = planned_search_ledger(lsc, selection, target, planner)
         mu_f = plan_final_mu(target, delta, spent, what=f"final run of linear scaling at target eps={target:g}")
-        plans[float(target)] = {"final_mu": mu_f, "final_eps": eps_from_mu(mu_f, delta)}
+        plans[float(target)] = {"final_mu": mu_f, "final_eps": planner.eps_for_mu(mu_f)}
     return plans
 
 
@@ -151,8 +149,7 @@ def run_stage(
 
     eta, steps, sigma, seeds, owner = [], [], [], [], []
     for key, search in searches.items():
-        mu = mu_from_eps(search["eps"], delta)
-        search["mu"] = mu
+        search["mu"] = acc.mu_for_eps(search["eps"])
         rng = noise.rng(METHOD, stage, key)
         if stage > 1 and lsc.later_stage_range == "above_previous":
             # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
@@ -179,9 +176,7 @@ def run_stage(
                 "r": dec.r,
                 "sigma": sigma_i,
                 "mu": entry.mu,
-            }
-            if acc.name != "gdp":
-                trial["accounting"] = acc.describe()["formula"]
+            } | acc.trial_accounting()
             search["trials"].append(trial)
             search["entries"].append(entry)
             eta.append(trial["eta"])
@@ -220,7 +215,7 @@ def run_stage(
 
 
 def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:
-    if lsc.fit_in == "mu" and accountant.name != "gdp":
+    if lsc.fit_in == "mu" and not accountant.exact_gdp:
         raise ConfigError(
             "linear_scaling.fit_in: 'mu' needs exact GDP runs; with training.batch_size or "
             f"privacy.accountant: {accountant.name} fit in 'eps'"
@@ -256,7 +251,7 @@ def run_final(
         ledger = Ledger()
         for s in searches:
             ledger.extend(Ledger.from_dict(s["ledger"]))
-        mu_f = plan_final_mu(target, delta, ledger, what=f"final run at target eps={target:g}") * (1 - BUDGET_SAFETY)
+        mu_f = acc.remaining_mu(target, ledger, what=f"final run at target eps={target:g}")
         # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
         # places the final run on the fitted line (exact GDP: the final run itself).
         eps_f = acc.gaussian_eps(mu_f)

@@ -29,10 +29,9 @@ import torch
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult
-from dphpo.hpo.random_search import baselines_section, context, full_budget_mu
-from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.gdp import eps_from_mu
+from dphpo.hpo.candidates import baselines_section, context
 from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.dpgd import accuracy_counts
 from dphpo.train.protocol import PrivateTrainer, require_kind
 
@@ -108,7 +107,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     grad_sum = grad_sum.to("cpu", torch.float64)
     results = []
     for target in targets:
-        mu = full_budget_mu(target, delta)
+        mu = accountant.full_budget_mu(target)
         sigma = accountant.sigma_for_mu(mu, 1)
         gen = torch.Generator().manual_seed(noise.seed(METHOD, f"{target:.10g}"))
         gaussian = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
@@ -133,7 +132,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                     "sigma": sigma,
                     "clip_norm": clip,
                     "mu": mu,
-                    "standalone_eps": eps_from_mu(mu, delta),
+                    "standalone_eps": accountant.planned_eps(mu, sigma, 1),
                 }
                 | ({"sigmoid_bias": mc.sigmoid_bias} if mc.loss == "sigmoid" else {}),
                 ledger=ledger,

@@ -29,7 +29,7 @@ import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult
-from dphpo.hpo.random_search import baselines_section, context, plan_run_mu, run_composed
+from dphpo.hpo.candidates import baselines_section, context, run_composed
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.linear_head import LinearHeadTrainer
@@ -158,7 +158,7 @@ def check(config: dict) -> None:
     accountant, space, selection, targets = context(config)
     cands = OsoConfig.from_config(config).candidates(space)
     for target in targets:
-        plan_run_mu(target, accountant.delta, len(cands), selection, METHOD)
+        accountant.runs_mu(target, len(cands), selection.mu_per_release, METHOD)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,8 +203,8 @@ class CnnConfig:
 def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     import torch
 
-    from dphpo.privacy.ledger import Ledger, LedgerEntry
-    from dphpo.privacy.prv import prv_sigma_for
+    from dphpo.privacy.accountant import make_accountant
+    from dphpo.privacy.ledger import Ledger
     from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
 
     require_kind(trainer, "linear_head", METHOD_CNN)  # raw-pixel feature caches, read as images
@@ -218,9 +218,11 @@ def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: 
     x_test = images_from_features(features.x_test.cpu(), features.attrs)
     y_train, y_test = features.y_train.cpu(), features.y_test.cpu()
     q, steps = cc.schedule(trainer.n_public)
+    # each (g, q) pair of a step is one Poisson-subsampled Gaussian: the PRV accountant of such runs
+    run_accountant = make_accountant("prv", delta, sample_rate=q, eps_error=cc.eps_error)
     results = []
     for target in targets:
-        nu = prv_sigma_for(q, steps, target, delta, eps_error=cc.eps_error)
+        nu = run_accountant.sigma_for_eps(target, steps)
         with torch.random.fork_rng(devices=[]):
             model, trace = train_cnn_oso(
                 x_train,
@@ -238,8 +240,8 @@ def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: 
                 progress=progress,
             )
         ledger = Ledger(
-            [LedgerEntry.prv("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", q, nu, steps,
-                             cc.eps_error, details={"nu_g": trace["nu_g"], "nu_q": trace["nu_q"]})]
+            [run_accountant.entry("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", nu, steps,
+                                  {"nu_g": trace["nu_g"], "nu_q": trace["nu_q"]})]
         )
         results.append(
             MethodResult(

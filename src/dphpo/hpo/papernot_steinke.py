@@ -6,7 +6,7 @@ space and is one run of the *base mechanism*: train at μ_train and release the 
 training-accuracy count (Gaussian, std σ_s, μ_s = 1/σ_s). The trial with the best noisy score is
 released with that score; nothing is retrained. The base mechanism is μ_base-GDP with
 μ_base² = μ_train² + μ_s², and the tuned mechanism's RDP curve (P&S Thm. 2 / Thm. 6,
-`dphpo.privacy.rdp.ps_gdp_rdp`) is the ledger's one entry. μ_base is calibrated
+`dphpo.privacy.tuning.ps_gdp_rdp`) is the ledger's one entry. μ_base is calibrated
 (`calibrate_ps_mu`) so that the tuned total hits the target ε.
 
 Capping K (compute guard). The theorems hold for the exact distribution of K; running min(K, m)
@@ -27,17 +27,15 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
-from dphpo.hpo.random_search import baselines_section, candidate_sampling, context, draw_candidates
+from dphpo.hpo.candidates import baselines_section, candidate_sampling, context, draw_candidates
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.ledger import Ledger
-from dphpo.privacy.rdp import calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
+from dphpo.privacy.tuning import CappedTrialsLedger, calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
 from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "papernot_steinke"
@@ -186,35 +184,6 @@ def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str)
         "delta_cap": delta_cap,
         "argument": "TV coupling of min(K, max_trials) with K: (eps, delta' + (1 + e^eps) P[K > max_trials])-DP",
     }
-
-
-class CappedTrialsLedger(Ledger):
-    """A ledger whose procedure capped a random number of trials: ε is converted at δ − δ_cap.
-
-    The entries are ordinary (RDP/GDP) entries of the uncapped procedure; `total(δ)` returns the ε of
-    those entries at δ − δ_cap and total δ = δ, which is the capped procedure's guarantee
-    (see the module docstring). Re-reading the entries with plain `Ledger.from_dict` drops δ_cap.
-    """
-
-    def __init__(self, entries=(), truncation: dict | None = None) -> None:
-        super().__init__(entries)
-        self.truncation = dict(truncation or {"delta_cap": 0.0})
-
-    @property
-    def delta_cap(self) -> float:
-        return float(self.truncation["delta_cap"])
-
-    def copy(self) -> "CappedTrialsLedger":
-        return CappedTrialsLedger(self.entries, self.truncation)
-
-    def total(self, delta: float, **kwargs: Any) -> dict[str, Any]:
-        if self.delta_cap >= delta:
-            raise ValueError(f"delta_cap={self.delta_cap} must be below delta={delta}")
-        out = super().total(delta - self.delta_cap, **kwargs)
-        return out | {"delta": delta, "delta_of_conversion": delta - self.delta_cap, "truncation": self.truncation}
-
-    def to_dict(self, delta: float) -> dict[str, Any]:
-        return super().to_dict(delta) | {"truncation": self.truncation}
 
 
 def score_mu(selection: SelectionRule) -> float:

@@ -7,16 +7,19 @@ ledger covers every trial, score release and final run the method made for that 
 is any `dphpo.train.protocol.PrivateTrainer` (the workflow builds `LinearHeadTrainer.from_config`
 over a feature cache); methods that need a particular trainer kind refuse others with a ConfigError.
 Adding a method is one module with a `run` (and a `check` that refuses an infeasible plan before any
-job runs) plus one line here; the workflow's generic `run_method` rule picks it up by name.
+job runs) plus one line here and one in SUPPORTED (the trainers and accountants it accepts:
+`check_supported`, `methods_for`); the workflow's generic `run_method` rule picks it up by name.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Callable
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult
+from dphpo.privacy.accountant import ACCOUNTANTS
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
@@ -66,6 +69,62 @@ METHODS: dict[str, MethodFn] = {
     "oso_dpsgd_cnn": _Lazy(_HPO + "oso", "run_cnn", "check_cnn"),
     "mehta": _Lazy(_HPO + "mehta", "run", "check"),
 }
+
+#: Trainer kinds (`dphpo.train`): the batched linear head over cached features, a small CNN on raw
+#: pixels, full fine-tuning (DP-SGD/Adam) and zeroth-order fine-tuning (DP-ZO) of a language model.
+TRAINERS: tuple[str, ...] = ("linear_head", "cnn", "finetune", "dpzo")
+
+
+@dataclass(frozen=True)
+class Supports:
+    """What a method accepts: trainer kinds and values of privacy.accountant."""
+
+    trainers: tuple[str, ...]
+    accountants: tuple[str, ...]
+
+
+_ANY = ACCOUNTANTS
+#: Beside each method of METHODS: the trainers it runs on and the accountants it plans with. Methods
+#: that compose several runs plan them as exactly μ-GDP (full-batch linear head, "gdp"); methods of
+#: single full-budget runs calibrate them with any accountant, so the PRV-accounted fine-tuning
+#: trainers run them too. oso_dpsgd_cnn accounts its Poisson-minibatch CNN runs by PRV itself.
+SUPPORTED: dict[str, Supports] = {
+    "linear_scaling": Supports(("linear_head", "finetune", "dpzo"), _ANY),
+    "random_search": Supports(("linear_head", "finetune", "dpzo"), _ANY),
+    "random_search_k": Supports(("linear_head",), ("gdp",)),
+    "grid_oracle": Supports(("linear_head", "finetune", "dpzo"), _ANY),
+    "grid_accounted": Supports(("linear_head",), ("gdp",)),
+    "papernot_steinke": Supports(("linear_head",), ("gdp",)),
+    "koskela": Supports(("linear_head",), ("gdp",)),
+    "oso_dpsgd": Supports(("linear_head",), ("gdp",)),
+    "oso_dpsgd_cnn": Supports(("cnn",), ("gdp",)),
+    "mehta": Supports(("linear_head",), ("gdp",)),
+}
+
+
+def check_supported(method: str, trainer: str, accountant: str) -> None:
+    """Refuse a method on a trainer kind or an accountant it does not accept, naming the method."""
+    if method not in SUPPORTED:
+        raise ConfigError(f"unknown method {method!r}; known: {', '.join(SUPPORTED)}")
+    supports = SUPPORTED[method]
+    if trainer not in supports.trainers:
+        raise ConfigError(
+            f"method {method!r} does not run on the {trainer!r} trainer; it accepts {', '.join(supports.trainers)}"
+        )
+    if accountant not in supports.accountants:
+        raise ConfigError(
+            f"method {method!r} does not plan with privacy.accountant={accountant!r}; it accepts {', '.join(supports.accountants)}"
+        )
+
+
+def methods_for(trainer: str, accountant: str | None = None) -> tuple[str, ...]:
+    """The methods (in METHODS order) that run on a trainer kind (and, if given, with an accountant)."""
+    if trainer not in TRAINERS:
+        raise ConfigError(f"unknown trainer {trainer!r}; known: {', '.join(TRAINERS)}")
+    return tuple(
+        m for m, s in SUPPORTED.items() if trainer in s.trainers and (accountant is None or accountant in s.accountants)
+    )
+
 
 #: Methods run by the generic workflow rule (everything but the staged linear scaling rule).
 BASELINES: tuple[str, ...] = tuple(m for m in METHODS if m != "linear_scaling")

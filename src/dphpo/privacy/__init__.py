@@ -1,5 +1,13 @@
-"""Privacy accounting: GDP closed forms, the ledger of every release, budget plans, RDP (Papernot–Steinke,
-Poisson subsampling) and the PRV accountant for minibatch DP-SGD (`dphpo.privacy.prv`, imported on use)."""
+"""Privacy as a one-way stack (each module imports only those listed before it):
+
+- math: `gdp` (GDP closed forms), `rdp` (Rényi DP curves), `prv` (prv-accountant, imported on use),
+  `calibrate` (σ search);
+- `ledger`: every release of a run, composed in one place (`Ledger.total`), and `plan_final_mu`;
+- `planning`: budget plans in μ at δ; `tuning`: Papernot–Steinke tuning (curves, entries, calibration,
+  capped K) over the ledger;
+- `accountant`: how one training run is accounted, and the planning calls the HPO methods make;
+- `randomness`: the secret key every private draw comes from.
+"""
 
 from dphpo.privacy.gdp import (
     compose_mu,
@@ -11,17 +19,13 @@ from dphpo.privacy.gdp import (
 )
 from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu, plan_stages
 from dphpo.privacy.rdp import (
-    calibrate_ps_mu,
     gdp_rdp,
     poisson_subsampled_rdp,
-    ps_gdp_rdp,
-    ps_ledger_entry,
-    ps_rdp,
-    ps_tuned_eps,
     rdp_to_delta,
     rdp_to_dp,
     subsampled_gaussian_rdp,
 )
+from dphpo.privacy.tuning import calibrate_ps_mu, ps_gdp_rdp, ps_ledger_entry, ps_rdp, ps_tuned_eps
 
 __all__ = [
     "Ledger",

@@ -12,7 +12,10 @@ gradients). Four accountants (docs/methods.md §0, seed 000 Table 15):
   (Gopi, Lee & Wutschitz 2021); the ledger composes its entries with GDP entries numerically.
 Each gives the ledger entry of a run, its standalone ε, the smallest σ for a standalone budget and
 the σ of a last run that fills what a ledger leaves of a total budget; `describe()` is what
-provenance records. `accountant_from_config` builds the one a config asks for.
+provenance records. Each is also a `BudgetPlanner` (the methods' plans in μ at δ) and says how a run
+planned at a Gaussian budget μ is calibrated and recorded (`sigma_at`, `planned_entry`, ...): exactly
+at μ for exact GDP, calibrated to its standalone ε for the others. `make_accountant` is the one
+constructor; `accountant_from_config` builds the one a config asks for.
 """
 
 from __future__ import annotations
@@ -25,13 +28,12 @@ import numpy as np
 from dphpo.errors import ConfigError
 from dphpo.privacy.calibrate import calibrate_log_sigma, smallest_sigma
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
-from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu
+from dphpo.privacy.ledger import Ledger, LedgerEntry, infeasible_error
+from dphpo.privacy.planning import BudgetPlanner
+from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
 ADJACENCIES = ("add_remove", "replace_one")
-#: A last run's μ is shaved by this relative margin so floating-point error can never push a
-#: reported total above its target.
-BUDGET_SAFETY = 1e-9
 # Orders of the RDP curve of a full-batch Gaussian run: λ − 1 from 1e-2 to 1e4.
 RUN_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-2, 1e4, 240), np.arange(2.0, 65.0)]))
 # Integer orders of a Poisson-subsampled run: 2..128, then 50 up to 8192 — a fifth of the cost of
@@ -56,6 +58,33 @@ class RunAccountant(Protocol):
 
     def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float: ...
 
+    # the planning calls of the HPO methods (`BudgetPlanner` and `_Accountant`)
+    exact_gdp: bool
+
+    def mu_for_eps(self, eps: float) -> float: ...
+
+    def full_budget_mu(self, target_eps: float) -> float: ...
+
+    def remaining_mu(self, total_eps: float, spent: Ledger, what: str = "final run") -> float: ...
+
+    def runs_mu(self, target_eps: float, n_runs: int, selection_mu: float, what: str) -> float: ...
+
+    def gaussian_eps(self, mu: float) -> float: ...
+
+    def run_mu(self, sigma: float, steps: int) -> float | None: ...
+
+    def sigma_at(self, mu: float, eps: float, steps: int) -> float: ...
+
+    def planned_mu(self, mu: float) -> float | None: ...
+
+    def planned_eps(self, mu: float, sigma: float, steps: int) -> float: ...
+
+    def planned_entry(self, what: str, mu: float, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry: ...
+
+    def composed_eps(self, mu: float, count: int) -> float | None: ...
+
+    def trial_accounting(self) -> dict: ...
+
 
 def check_accounting(accountant: str, adjacency: str, batch_size: int | None) -> None:
     """Refuse combinations no accountant here covers, naming the config keys."""
@@ -72,16 +101,14 @@ def check_accounting(accountant: str, adjacency: str, batch_size: int | None) ->
         )
 
 
-class _Accountant:
-    """What every accountant shares: standalone ε and calibration through the ledger."""
+class _Accountant(BudgetPlanner):
+    """What every accountant shares: standalone ε and calibration through the ledger, the budget plans
+    of `BudgetPlanner`, and how a run planned at a Gaussian budget is calibrated and recorded."""
 
     name = ""
     formula = ""
-
-    def __init__(self, delta: float) -> None:
-        if not 0.0 < delta < 1.0:
-            raise ConfigError(f"privacy.delta: must lie in (0, 1), got {delta}")
-        self.delta = float(delta)
+    #: Runs are exactly μ-GDP: plans in μ are the runs' own accounting (else plans are calibrated in ε).
+    exact_gdp = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.describe()})"
@@ -99,8 +126,6 @@ class _Accountant:
     def gaussian_eps(self, mu: float) -> float:
         """ε (at δ) of a μ-Gaussian release as this accountant's family reads it (here: through RDP).
         The linear scaling rule places a final run on its fitted line by this number."""
-        from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp
-
         return float(rdp_to_dp(RUN_RDP_ORDERS, gdp_rdp(mu, RUN_RDP_ORDERS), self.delta))
 
     def total_with(self, spent: Ledger, sigma: float, steps: int, what: str = "final run") -> float:
@@ -121,12 +146,40 @@ class _Accountant:
         _check_remaining(spent, total_eps, self.delta)
         return smallest_sigma(lambda sigma: self.total_with(spent, sigma, steps) <= total_eps, self._start(steps))
 
+    # A run planned at Gaussian budget μ, which alone is (eps, δ)-DP (a method's plan, `BudgetPlanner`).
+    # These accountants cannot meet μ exactly: the run is calibrated to eps and accounted by its entry.
 
-class GdpAccountant(_Accountant):
-    """Full-batch runs, exactly μ-GDP: μ = factor·√T/σ (factor 2 under replace-one adjacency)."""
+    def run_mu(self, sigma: float, steps: int) -> float | None:
+        """μ of a run when it is exactly μ-GDP; None here."""
+        return None
 
-    name = "gdp"
-    formula = "exact GDP of full-batch runs: mu = factor * sqrt(T) / sigma (Dong, Roth & Su 2022)"
+    def sigma_at(self, mu: float, eps: float, steps: int) -> float:
+        """σ of a run planned at μ (alone (eps, δ)-DP): here calibrated to eps."""
+        return self.sigma_for_eps(eps, steps)
+
+    def planned_mu(self, mu: float) -> float | None:
+        """μ recorded for a run planned at μ: None, the run is not μ-GDP."""
+        return None
+
+    def planned_eps(self, mu: float, sigma: float, steps: int) -> float:
+        """Standalone ε of a run planned at μ and trained at σ: what its entry accounts."""
+        return self.standalone_eps(sigma, steps)
+
+    def planned_entry(self, what: str, mu: float, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        """Ledger entry of a run planned at μ and trained at σ: the run's own entry."""
+        return self.entry(what, sigma, steps, details)
+
+    def composed_eps(self, mu: float, count: int) -> float | None:
+        """ε of `count` runs planned at μ composed: no closed form here (None)."""
+        return None
+
+    def trial_accounting(self) -> dict:
+        """What a trial record adds to say how its run is accounted (nothing for exact GDP)."""
+        return {"accounting": self.describe()["formula"]}
+
+
+class _FullBatch(_Accountant):
+    """Full-batch runs: sensitivity factor, μ = factor·√T/σ, and a last run planned in GDP."""
 
     def __init__(self, delta: float, adjacency: str = "add_remove") -> None:
         super().__init__(delta)
@@ -149,6 +202,26 @@ class GdpAccountant(_Accountant):
         """Noise multiplier making `steps` full-batch steps exactly μ-GDP."""
         return self.factor * math.sqrt(steps) / mu
 
+    def _start(self, steps: int) -> float:
+        return self.sigma_for_mu(1.0, steps)
+
+    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
+        """σ of the μ_f that fills the budget (`plan_final_mu`, exact for a GDP ledger), checked with
+        the run's real entry; bisection when the check fails (entries of another accountant)."""
+        mu_f = self.remaining_mu(total_eps, spent)
+        sigma = self.sigma_for_mu(mu_f, steps)
+        if self.total_with(spent, sigma, steps) <= total_eps:
+            return sigma
+        return super().sigma_for_remaining(spent, total_eps, steps)
+
+
+class GdpAccountant(_FullBatch):
+    """Full-batch runs, exactly μ-GDP: μ = factor·√T/σ (factor 2 under replace-one adjacency)."""
+
+    name = "gdp"
+    formula = "exact GDP of full-batch runs: mu = factor * sqrt(T) / sigma (Dong, Roth & Su 2022)"
+    exact_gdp = True
+
     def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
         return LedgerEntry(what=what, mu=self.mu(sigma, steps), details=dict(details or {}))
 
@@ -162,40 +235,41 @@ class GdpAccountant(_Accountant):
     def sigma_for_eps(self, eps: float, steps: int) -> float:
         return self.factor * sigma_for_steps(eps, self.delta, steps)
 
-    def _start(self, steps: int) -> float:
-        return self.sigma_for_mu(1.0, steps)
+    # A run planned at μ is trained at exactly μ: σ, ε and the entry follow from μ in closed form.
 
-    def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
-        """σ of the μ_f that fills the budget (`plan_final_mu`, exact for a GDP ledger), checked with
-        the run's real entry; bisection when the check fails (entries of another accountant)."""
-        mu_f = plan_final_mu(total_eps, self.delta, spent) * (1 - BUDGET_SAFETY)
-        sigma = self.sigma_for_mu(mu_f, steps)
-        if self.total_with(spent, sigma, steps) <= total_eps:
-            return sigma
-        return super().sigma_for_remaining(spent, total_eps, steps)
+    def run_mu(self, sigma: float, steps: int) -> float:
+        return self.mu(sigma, steps)
+
+    def sigma_at(self, mu: float, eps: float, steps: int) -> float:
+        return self.sigma_for_mu(mu, steps)
+
+    def planned_mu(self, mu: float) -> float:
+        return mu
+
+    def planned_eps(self, mu: float, sigma: float, steps: int) -> float:
+        return eps_from_mu(mu, self.delta)
+
+    def planned_entry(self, what: str, mu: float, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
+        # the planned μ itself (factor·√T/σ would differ from it in the last bits)
+        return LedgerEntry(what=what, mu=float(mu), details=dict(details or {}))
+
+    def composed_eps(self, mu: float, count: int) -> float:
+        return eps_from_mu(mu * math.sqrt(count), self.delta)
+
+    def trial_accounting(self) -> dict:
+        return {}
 
 
-class RdpGaussianAccountant(GdpAccountant):
+class RdpGaussianAccountant(_FullBatch):
     """Full-batch runs read through the Gaussian's RDP curve λμ²/2 (seed 000 Table 15, "RDP")."""
 
     name = "rdp"
     formula = "RDP of the Gaussian mechanism (lambda mu^2 / 2), converted to (eps, delta) by RDP"
 
     def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
-        from dphpo.privacy.rdp import gdp_rdp
-
         info = {"accounting": self.formula, "sample_rate": None, "batch_size": None}
         values = gdp_rdp(self.mu(sigma, steps), RUN_RDP_ORDERS)
         return LedgerEntry.rdp(what, RUN_RDP_ORDERS, values, details=dict(details or {}) | info)
-
-    def gaussian_eps(self, mu: float) -> float:
-        return _Accountant.gaussian_eps(self, mu)
-
-    def standalone_eps(self, sigma: float, steps: int) -> float:
-        return _Accountant.standalone_eps(self, sigma, steps)
-
-    def sigma_for_eps(self, eps: float, steps: int) -> float:
-        return _Accountant.sigma_for_eps(self, eps, steps)
 
 
 class RdpSubsampledAccountant(_Accountant):
@@ -218,8 +292,6 @@ class RdpSubsampledAccountant(_Accountant):
         return super().describe() | {"adjacency": "add_remove", "sample_rate": self.q, "batch_size": self.batch_size}
 
     def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
-        from dphpo.privacy.rdp import subsampled_gaussian_rdp
-
         info = {"accounting": self.formula, "sample_rate": self.q, "batch_size": self.batch_size}
         values = subsampled_gaussian_rdp(self.q, sigma, int(steps), MINIBATCH_RDP_ORDERS)
         return LedgerEntry.rdp(what, MINIBATCH_RDP_ORDERS, values, details=dict(details or {}) | info)
@@ -262,7 +334,7 @@ class PrvAccountant(_Accountant):
         return eps_from_mu(mu, self.delta)  # the PRV of a Gaussian is its exact GDP curve
 
     def _guess(self, mu: float, steps: int) -> float:
-        from dphpo.privacy.prv import clt_sigma
+        from dphpo.privacy.prv import clt_sigma  # on use: prv-accountant takes ~1 s to import
 
         if self.q == 1.0:
             return self.factor * math.sqrt(steps) / mu
@@ -270,7 +342,7 @@ class PrvAccountant(_Accountant):
 
     def sigma_for_eps(self, eps: float, steps: int) -> float:
         """Smallest σ (within 0.3 %) whose PRV upper bound is ≤ eps (`prv_sigma_for`, ~5 calls)."""
-        from dphpo.privacy.prv import prv_sigma_for
+        from dphpo.privacy.prv import prv_sigma_for  # on use, as above
 
         _check_eps(eps, self.eps_error)
         return self.factor * prv_sigma_for(self.q, int(steps), eps, self.delta, eps_error=self.eps_error)
@@ -295,17 +367,15 @@ def _check_eps(eps: float, eps_error: float) -> None:
 
 def _check_remaining(spent: Ledger, total_eps: float, delta: float) -> float:
     """ε already spent; InfeasibleBudgetError naming every release when nothing is left."""
-    from dphpo.privacy.ledger import _infeasible
-
     spent_eps = float(spent.total(delta)["eps"]) if spent.entries else 0.0
     if spent_eps >= total_eps:
-        raise _infeasible(total_eps, delta, spent, "final run", "", f"eps={spent_eps:.4g}")
+        raise infeasible_error(total_eps, delta, spent, "final run", "", f"eps={spent_eps:.4g}")
     return spent_eps
 
 
 def make_accountant(
-    accountant: str = "gdp",
-    delta: float = 1e-5,
+    accountant: str,
+    delta: float,
     adjacency: str = "add_remove",
     sample_rate: float | None = None,
     eps_error: float = 0.01,
@@ -315,7 +385,8 @@ def make_accountant(
 
     "gdp" with a sampling rate below 1 has no exact form: such runs fall back to the RDP of the
     subsampled Gaussian (what `describe()` and every ledger then say), as "rdp" does. `batch_size`
-    (the B of q = B/N) is only recorded.
+    (the B of q = B/N) is only recorded. δ has no default here: the config schema holds the one
+    (`config_delta`).
     """
     subsampled = sample_rate is not None
     check_accounting(accountant, adjacency, (batch_size or 1) if subsampled else None)
@@ -342,9 +413,18 @@ def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccou
         sample_rate = min(1.0, int(batch_size) / n_train)
     return make_accountant(
         accountant=p.get("accountant", "gdp"),
-        delta=float(p.get("delta", 1e-5)),
+        delta=config_delta(config),
         adjacency=p.get("adjacency", "add_remove"),
         sample_rate=sample_rate,
         eps_error=float(p.get("eps_error", 0.01)),
         batch_size=None if batch_size is None else int(batch_size),
     )
+
+
+def config_delta(config: dict) -> float:
+    """privacy.delta of a config. Its one default lives in the config schema
+    (workflow/schemas/config.schema.yaml), which fills it when the workflow validates the config."""
+    delta = (config.get("privacy") or {}).get("delta")
+    if delta is None:
+        raise ConfigError("privacy.delta: missing (the workflow's config schema fills its default; validate the config)")
+    return float(delta)

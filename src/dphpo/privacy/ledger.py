@@ -21,6 +21,7 @@ from scipy.optimize import brentq
 
 from dphpo.errors import InfeasibleBudgetError
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
+from dphpo.privacy.rdp import DEFAULT_ORDERS, SUBSAMPLED_ORDERS, rdp_at, rdp_to_dp, subsampled_gaussian_rdp
 
 GDP = "gdp"
 RDP = "rdp"
@@ -151,8 +152,6 @@ class LedgerEntry:
         orders = np.asarray(orders, dtype=float)
         if self.mechanism == GDP:
             return orders * (self.mu_total**2 / 2.0)
-        from dphpo.privacy.rdp import rdp_at, subsampled_gaussian_rdp
-
         if self.count == 0:
             return np.zeros_like(orders)
         if self.mechanism == PRV:
@@ -246,8 +245,6 @@ class Ledger:
     def rdp_orders(self) -> np.ndarray:
         """The orders on which a ledger with RDP entries is composed: the union of the entries' grids
         (PRV entries: the integer grid of subsampled mechanisms)."""
-        from dphpo.privacy.rdp import DEFAULT_ORDERS, SUBSAMPLED_ORDERS
-
         grids = [np.asarray(e.rdp_orders, dtype=float) for e in self.entries if e.mechanism == RDP]
         if any(e.mechanism == PRV for e in self.entries):
             grids.append(SUBSAMPLED_ORDERS)
@@ -285,7 +282,7 @@ class Ledger:
         return self._rdp_total(delta, rdp_conversion)
 
     def _prv_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
-        from dphpo.privacy.prv import compose_prv
+        from dphpo.privacy.prv import compose_prv  # on use: prv-accountant takes ~1 s to import
 
         gauss_sq = sum(e.mu_total**2 for e in self.entries if e.mechanism == GDP)
         runs: dict[tuple[float, float], int] = {}  # runs sharing one subsampled Gaussian add their steps
@@ -306,8 +303,6 @@ class Ledger:
         }
 
     def _rdp_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
-        from dphpo.privacy.rdp import rdp_to_dp
-
         if rdp_conversion not in _RDP_CONVERSION:
             raise ValueError(f"rdp_conversion must be one of {sorted(_RDP_CONVERSION)}, got {rdp_conversion!r}")
         orders, curve = self.rdp_curve()
@@ -345,7 +340,7 @@ def _describe(entry: LedgerEntry, delta: float) -> str:
     return f"  - {entry.what}: {entry.count} x RDP curve (eps of all {entry.count} {alone:.4g})"
 
 
-def _infeasible(
+def infeasible_error(
     total_eps: float, delta: float, spent: Ledger, what: str, target_desc: str, spent_desc: str
 ) -> InfeasibleBudgetError:
     lines = [_describe(e, delta) for e in spent.entries]
@@ -373,14 +368,14 @@ def plan_final_mu(total_eps: float, delta: float, spent: Ledger, what: str = "fi
         remaining_sq = mu_total**2 - mu_spent**2
         if remaining_sq <= 0:
             spent_eps = eps_from_mu(mu_spent, delta) if mu_spent > 0 else 0.0
-            raise _infeasible(
+            raise infeasible_error(
                 total_eps, delta, spent, what, f" is mu={mu_total:.4g}-GDP", f"mu={mu_spent:.4g} (eps={spent_eps:.4g})"
             )
         return math.sqrt(remaining_sq)
 
     spent_eps = spent.total(delta)["eps"]
     if spent_eps >= total_eps:
-        raise _infeasible(total_eps, delta, spent, what, "", f"eps={spent_eps:.4g} (RDP accounting)")
+        raise infeasible_error(total_eps, delta, spent, what, "", f"eps={spent_eps:.4g} (RDP accounting)")
 
     def excess(mu_f: float) -> float:
         trial = spent.copy()

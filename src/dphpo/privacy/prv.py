@@ -16,8 +16,11 @@ from typing import Any
 from prv_accountant import PRVAccountant
 from prv_accountant.accountant import compute_safe_domain_size
 from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
+from scipy.optimize import brentq
 
 from dphpo.errors import ConfigError
+from dphpo.privacy.calibrate import calibrate_log_sigma
+from dphpo.privacy.gdp import mu_from_eps
 
 ACCOUNTANT = "prv_accountant (PRVAccountant, PoissonSubsampledGaussianMechanism), upper bound"
 # prv-accountant discretises the privacy loss on 2L/mesh points, kept in several float128 arrays:
@@ -114,8 +117,6 @@ def prv_eps_subsampled_gaussian(q: float, sigma: float, steps: int, delta: float
 def clt_sigma(q: float, steps: int, mu: float) -> float:
     """σ at which T subsampled steps are ≈ μ-GDP by the central limit theorem of Bu et al. (2020):
     μ ≈ q·√(T(e^{1/σ²} − 1)). A starting point for calibration, never a guarantee."""
-    from scipy.optimize import brentq
-
     clt = lambda ls: q * math.sqrt(steps * math.expm1(math.exp(-2.0 * ls))) - mu  # noqa: E731
     try:
         return math.exp(brentq(clt, math.log(0.05), math.log(1e4)))
@@ -129,9 +130,6 @@ def prv_sigma_for(q: float, steps: int, eps: float, delta: float, eps_error: flo
     About 5 accountant calls (`dphpo.privacy.calibrate.calibrate_log_sigma`), starting from the
     central-limit GDP approximation (`clt_sigma`). The returned σ always satisfies the PRV bound.
     """
-    from dphpo.privacy.calibrate import calibrate_log_sigma
-    from dphpo.privacy.gdp import mu_from_eps
-
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"eps must be a positive finite number, got {eps}")
     if eps <= eps_error:

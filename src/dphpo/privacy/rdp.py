@@ -1,17 +1,14 @@
-"""Rényi DP accounting for the baselines of docs/methods.md §4 (Papernot–Steinke, Koskela–Kulkarni).
+"""Rényi DP curves: the RDP math under the ledger (docs/methods.md §4).
 
-Everything here produces RDP curves ε(λ) on a grid of orders λ > 1; the ledger composes them (sums)
-and converts the total to (ε, δ) once, in `Ledger.total` (the one place every reported ε comes from).
+Everything here produces RDP curves ε(λ) on a grid of orders λ > 1, or reads one; the ledger composes
+them (sums) and converts the total to (ε, δ) once, in `Ledger.total` (the one place every reported ε
+comes from). Papernot–Steinke tuning, built on these curves, is `dphpo.privacy.tuning`.
 
 Formulas, as named in the papers:
 - μ-GDP ⇒ (λ, λμ²/2)-RDP for every λ > 1 (Dong, Roth & Su 2022; Bun & Steinke 2016 zCDP).
 - RDP → (ε, δ): ε = min_λ ε(λ) + log((λ−1)/λ) − (log δ + log λ)/(λ−1)
   (Balle et al. 2020, Thm. 21; Canonne, Kamath & Steinke 2020, Prop. 12), or Mironov's classic
   ε = min_λ ε(λ) + log(1/δ)/(λ−1) (Mironov 2017, Prop. 3).
-- Papernot & Steinke (ICLR 2022), random number K of trials, only the best released:
-  truncated negative binomial K (Thm. 2): ε'(λ) = ε(λ) + (1+η)(1 − 1/λ̂) ε(λ̂) + (1+η) log(1/γ)/λ̂
-  + log E[K]/(λ−1) for any λ̂ ≥ 1; Poisson K (Thm. 6): ε'(λ) = ε(λ) + E[K] δ̂ + log E[K]/(λ−1), where
-  the base run is (ε̂, δ̂)-DP with ε̂ = log(λ/(λ−1)).
 - Poisson subsampling: the Gaussian is exact via Mironov, Talwar & Zhang (2019) for integer orders
   (the formula dp_accounting and opacus implement; it equals Zhu & Wang's (2019) tight bound specialised
   to the Gaussian); for an arbitrary mechanism, Zhu & Wang (2019) give a general upper bound for
@@ -27,11 +24,7 @@ import math
 from typing import Callable, Sequence, Union
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import gammaln, logsumexp
-
-from dphpo.errors import InfeasibleBudgetError
-from dphpo.privacy.gdp import log_delta_array
 
 #: Orders used when none are given: dense (ratio ≈ 1.02 in λ − 1) from λ = 1.001 to 10⁶, plus the
 #: integers 2..64. Dense enough that the grid costs < 0.1 % in ε against a continuous minimisation.
@@ -41,9 +34,6 @@ DEFAULT_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-3, 
 SUBSAMPLED_ORDERS: np.ndarray = np.unique(
     np.concatenate([np.arange(2.0, 129.0), np.round(np.geomspace(128, 20000, 120))])
 )
-
-#: Names accepted for the distribution of the number of trials K, and the η they fix.
-DISTRIBUTIONS = {"logarithmic": 0.0, "geometric": 1.0, "tnb": None, "poisson": math.inf}
 
 RdpLike = Union[Callable[[np.ndarray], np.ndarray], Sequence[float], np.ndarray]
 
@@ -59,7 +49,7 @@ def gdp_rdp(mu: float, orders: Sequence[float]) -> np.ndarray:
     return np.asarray(orders, dtype=float) * (mu * mu / 2.0)
 
 
-def _check_orders(orders: Sequence[float]) -> np.ndarray:
+def check_orders(orders: Sequence[float]) -> np.ndarray:
     orders = np.asarray(orders, dtype=float)
     if orders.ndim != 1 or orders.size == 0:
         raise ValueError("orders must be a non-empty 1-d sequence")
@@ -96,7 +86,7 @@ def rdp_to_dp(
     """
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must lie in (0, 1), got {delta}")
-    orders = _check_orders(orders)
+    orders = check_orders(orders)
     rdp = np.asarray(rdp, dtype=float)
     if rdp.shape != orders.shape:
         raise ValueError(f"orders and rdp differ in length ({orders.size} vs {rdp.size})")
@@ -123,12 +113,12 @@ def rdp_to_delta(orders: Sequence[float], rdp: Sequence[float], eps: float, *, c
     """
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    orders = _check_orders(orders)
+    orders = check_orders(orders)
     rdp = np.asarray(rdp, dtype=float)
-    return float(np.exp(_log_delta_from_rdp(orders, rdp, np.array([eps]), conversion)[0]))
+    return float(np.exp(log_delta_from_rdp(orders, rdp, np.array([eps]), conversion)[0]))
 
 
-def _log_delta_from_rdp(orders: np.ndarray, rdp: np.ndarray, eps: np.ndarray, conversion: str) -> np.ndarray:
+def log_delta_from_rdp(orders: np.ndarray, rdp: np.ndarray, eps: np.ndarray, conversion: str) -> np.ndarray:
     """log δ(ε) for each ε in `eps` (vectorized over ε and orders), clipped at log 1 = 0."""
     lam = orders[None, :]
     r = rdp[None, :]
@@ -167,11 +157,11 @@ def rdp_at(orders: Sequence[float], values: Sequence[float], query: Sequence[flo
     return out
 
 
-def _monotone_envelope(orders: np.ndarray, values: np.ndarray) -> np.ndarray:
+def monotone_envelope(orders: np.ndarray, values: np.ndarray) -> np.ndarray:
     return rdp_at(orders, values, orders)
 
 
-def _evaluate(base_rdp: RdpLike, orders: np.ndarray, query: np.ndarray) -> np.ndarray:
+def evaluate_rdp(base_rdp: RdpLike, orders: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Values of a base RDP curve (callable, or values given on `orders`) at `query`."""
     if callable(base_rdp):
         out = np.asarray(base_rdp(query), dtype=float)
@@ -182,278 +172,6 @@ def _evaluate(base_rdp: RdpLike, orders: np.ndarray, query: np.ndarray) -> np.nd
     if values.shape != orders.shape:
         raise ValueError(f"base RDP values ({values.size}) must match the orders ({orders.size})")
     return rdp_at(orders, values, query)
-
-
-# ---------------------------------------------------------------------------------------------
-# Papernot & Steinke (ICLR 2022): random number of trials, release only the best
-
-
-def resolve_distribution(distribution: str, eta: float | None = None) -> tuple[str, float]:
-    """(kind, η) for a distribution name: logarithmic (η=0), geometric (η=1), tnb (η > −1), poisson (η=∞)."""
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution must be one of {sorted(DISTRIBUTIONS)}, got {distribution!r}")
-    fixed = DISTRIBUTIONS[distribution]
-    if distribution == "tnb":
-        if eta is None:
-            raise ValueError("eta is required for the truncated negative binomial ('tnb')")
-        if math.isinf(eta) and eta > 0:
-            return "poisson", math.inf
-        if not (eta > -1.0 and math.isfinite(eta)):
-            raise ValueError(f"eta must be a finite number > -1 for 'tnb', got {eta}")
-        return "tnb", float(eta)
-    if eta is not None and float(eta) != fixed:
-        raise ValueError(f"distribution {distribution!r} fixes eta={fixed}, got eta={eta}")
-    return ("poisson" if distribution == "poisson" else "tnb"), fixed
-
-
-def _expm1_over_x(x: float) -> float:
-    return 1.0 if x == 0.0 else (math.expm1(x) / x if abs(x) > 1e-8 else 1.0 + x / 2.0 + x * x / 6.0)
-
-
-def tnb_mean(gamma: float, eta: float) -> float:
-    """E[K] of the truncated negative binomial of P&S Definition 1: η(1−γ)/(γ(1−γ^η)); η=0: (1−γ)/(γ log(1/γ))."""
-    if not 0.0 < gamma <= 1.0:
-        raise ValueError(f"gamma must lie in (0, 1], got {gamma}")
-    if not eta > -1.0:
-        raise ValueError(f"eta must be > -1, got {eta}")
-    u = -math.log(gamma)  # log(1/γ) ≥ 0
-    # (1−γ)/log(1/γ) = expm1(−u)/(−u); (1−γ^η)/(η log(1/γ)) = expm1(−ηu)/(−ηu)
-    return _expm1_over_x(-u) / (gamma * _expm1_over_x(-eta * u))
-
-
-def _tnb_log_inv_gamma(mean_trials: float, eta: float) -> float:
-    """log(1/γ) of the truncated negative binomial with E[K] = mean_trials (root of an increasing map)."""
-    if mean_trials == 1.0:
-        return 0.0
-    if eta == 1.0:
-        return math.log(mean_trials)
-
-    def excess(u: float) -> float:
-        return tnb_mean(math.exp(-u), eta) - mean_trials
-
-    hi = 1.0
-    while excess(hi) < 0:
-        hi *= 2.0
-        if hi > 700:
-            raise ValueError(f"mean_trials={mean_trials} too large for eta={eta}")
-    return float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500))
-
-
-def tnb_gamma(mean_trials: float, eta: float) -> float:
-    """γ of the truncated negative binomial with shape η and E[K] = mean_trials (P&S Definition 1)."""
-    _check_mean(mean_trials)
-    if not eta > -1.0:
-        raise ValueError(f"eta must be > -1, got {eta}")
-    return math.exp(-_tnb_log_inv_gamma(mean_trials, eta))
-
-
-def _check_mean(mean_trials: float) -> None:
-    if not (mean_trials >= 1.0 and math.isfinite(mean_trials)):
-        raise ValueError(f"mean_trials (E[K]) must be a finite number >= 1, got {mean_trials}")
-
-
-def ps_rdp(
-    orders: Sequence[float],
-    base_rdp: RdpLike,
-    distribution: str,
-    mean_trials: float,
-    eta: float | None = None,
-    *,
-    hat_orders: Sequence[float] | None = None,
-    base_delta: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> np.ndarray:
-    """RDP curve, on `orders`, of Papernot–Steinke tuning around a base mechanism.
-
-    base_rdp: the base run's RDP, a callable λ ↦ ε(λ) (vectorized) or its values on `orders`.
-    TNB (logarithmic, geometric, tnb with η > −1; P&S Thm. 2): ε'(λ) = ε(λ) + log E[K]/(λ−1)
-    + (1+η) min_λ̂ [(1 − 1/λ̂) ε(λ̂) + log(1/γ)/λ̂], the minimum over `hat_orders` (default: `orders`)
-    and λ̂ = 1; γ solves E[K] = mean_trials. Poisson (P&S Thm. 6): ε'(λ) = ε(λ) + E[K] δ̂(λ)
-    + log E[K]/(λ−1), with δ̂(λ) = base_delta(ε̂) at ε̂ = log(λ/(λ−1)) — default: δ̂ read off the base
-    RDP curve (`rdp_to_delta`), looser than the exact δ a GDP base allows (see `ps_gdp_rdp`).
-    The result is made non-increasing towards small orders (monotonicity of RDP in λ).
-    """
-    orders = _check_orders(orders)
-    kind, eta = resolve_distribution(distribution, eta)
-    _check_mean(mean_trials)
-    eps = _evaluate(base_rdp, orders, orders)
-    lam = orders
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_mean_term = np.where(lam > 1.0, math.log(mean_trials) / (lam - 1.0), np.inf)
-    if kind == "poisson":
-        eps_hat = np.where(lam > 1.0, -np.log1p(-1.0 / np.where(lam > 1.0, lam, 2.0)), np.inf)
-        if base_delta is not None:
-            delta_hat = np.asarray(base_delta(eps_hat), dtype=float)
-        else:
-            grid = orders if hat_orders is None else _check_orders(hat_orders)
-            hat_vals = _evaluate(base_rdp, orders, grid)
-            delta_hat = np.exp(
-                _log_delta_from_rdp(grid, hat_vals, np.where(np.isfinite(eps_hat), eps_hat, 0.0), "tight")
-            )
-        out = eps + mean_trials * delta_hat + log_mean_term
-    else:
-        log_inv_gamma = _tnb_log_inv_gamma(mean_trials, eta)
-        grid = orders if hat_orders is None else _check_orders(hat_orders)
-        hat_vals = _evaluate(base_rdp, orders, grid)
-        with np.errstate(invalid="ignore"):
-            cand = (1.0 - 1.0 / grid) * hat_vals + log_inv_gamma / grid
-        cand = np.where(grid == 1.0, log_inv_gamma, cand)
-        cand = cand[np.isfinite(cand)]
-        c = (1.0 + eta) * min(float(np.min(cand)) if cand.size else math.inf, log_inv_gamma)
-        out = eps + c + log_mean_term
-    out = np.where(lam > 1.0, out, np.inf)
-    return _monotone_envelope(orders, out)
-
-
-def ps_gdp_rdp(
-    mu_trial: float,
-    distribution: str,
-    mean_trials: float,
-    eta: float | None = None,
-    orders: Sequence[float] | None = None,
-    *,
-    poisson_delta: str = "gdp",
-) -> np.ndarray:
-    """`ps_rdp` for a μ-GDP base run (each trial μ_trial-GDP), with the exact GDP ingredients.
-
-    TNB: the inner minimum over λ̂ ≥ 1 of (λ̂−1)μ²/2 + log(1/γ)/λ̂ is taken in closed form
-    (λ̂* = √(2 log(1/γ))/μ, clamped to ≥ 1). Poisson: with poisson_delta="gdp" (default) δ̂ is the
-    exact δ(ε̂) of μ-GDP (Dong et al. Cor. 2.13) — a valid (ε̂, δ̂)-DP guarantee of the base run, and
-    tighter (10–30 % lower total ε for E[K] = 5–50) than δ̂ read off the RDP curve λμ²/2, which is what
-    poisson_delta="rdp" and dp_accounting's RepeatAndSelectDpEvent do.
-    """
-    orders = DEFAULT_ORDERS if orders is None else _check_orders(orders)
-    kind, eta = resolve_distribution(distribution, eta)
-    _check_mean(mean_trials)
-    if not (mu_trial >= 0 and math.isfinite(mu_trial)):
-        raise ValueError(f"mu_trial must be finite and >= 0, got {mu_trial}")
-    lam = orders
-    base = gdp_rdp(mu_trial, lam)
-    with np.errstate(divide="ignore"):
-        log_mean_term = np.where(lam > 1.0, math.log(mean_trials) / np.where(lam > 1.0, lam - 1.0, 1.0), np.inf)
-    if kind == "poisson":
-        if poisson_delta not in ("gdp", "rdp"):
-            raise ValueError(f"poisson_delta must be 'gdp' or 'rdp', got {poisson_delta!r}")
-        if poisson_delta == "rdp":
-            return ps_rdp(orders, base, "poisson", mean_trials)
-        if mu_trial == 0.0:
-            delta_hat = np.zeros_like(lam)
-        else:
-            eps_hat = -np.log1p(-1.0 / np.where(lam > 1.0, lam, 2.0))
-            delta_hat = np.exp(log_delta_array(mu_trial, eps_hat))
-        out = base + mean_trials * delta_hat + log_mean_term
-    else:
-        log_inv_gamma = _tnb_log_inv_gamma(mean_trials, eta)
-        m2 = mu_trial * mu_trial / 2.0
-        if log_inv_gamma == 0.0 or mu_trial == 0.0:
-            inner = 0.0
-        else:
-            lam_hat = max(1.0, math.sqrt(2.0 * log_inv_gamma) / mu_trial)
-            inner = (lam_hat - 1.0) * m2 + log_inv_gamma / lam_hat
-        out = base + (1.0 + eta) * inner + log_mean_term
-    out = np.where(lam > 1.0, out, np.inf)
-    return _monotone_envelope(orders, out)
-
-
-def ps_ledger_entry(
-    mu_trial: float,
-    distribution: str,
-    mean_trials: float,
-    eta: float | None = None,
-    *,
-    what: str = "Papernot-Steinke tuning (best of K trials)",
-    orders: Sequence[float] | None = None,
-    poisson_delta: str = "gdp",
-    **details,
-):
-    """A ledger entry (mechanism "rdp") for P&S tuning with μ_trial-GDP trials."""
-    from dphpo.privacy.ledger import LedgerEntry
-
-    kind, eta_v = resolve_distribution(distribution, eta)
-    orders = DEFAULT_ORDERS if orders is None else _check_orders(orders)
-    values = ps_gdp_rdp(mu_trial, distribution, mean_trials, eta, orders, poisson_delta=poisson_delta)
-    info = {
-        "method": "papernot_steinke",
-        "theorem": (
-            "Papernot & Steinke 2022, Thm. 6 (Poisson)"
-            if kind == "poisson"
-            else "Papernot & Steinke 2022, Thm. 2 (TNB)"
-        ),
-        "distribution": distribution,
-        "eta": eta_v,
-        "mean_trials": float(mean_trials),
-        "mu_trial": float(mu_trial),
-    }
-    if kind == "poisson":
-        info["poisson_delta_hat"] = "exact GDP delta(eps_hat)" if poisson_delta == "gdp" else "from the RDP curve"
-    else:
-        info["gamma"] = tnb_gamma(mean_trials, eta_v)
-    return LedgerEntry.rdp(what, orders, values, details=info | details)
-
-
-def ps_tuned_eps(
-    mu_trial: float,
-    distribution: str,
-    mean_trials: float,
-    eta: float | None = None,
-    delta: float | None = None,
-    *,
-    orders: Sequence[float] | None = None,
-    poisson_delta: str = "gdp",
-) -> float:
-    """ε (at δ) of P&S tuning whose trials are each μ_trial-GDP, computed by `Ledger.total`."""
-    from dphpo.privacy.ledger import Ledger
-
-    if delta is None:
-        raise ValueError("delta is required")
-    entry = ps_ledger_entry(mu_trial, distribution, mean_trials, eta, orders=orders, poisson_delta=poisson_delta)
-    return float(Ledger([entry]).total(delta)["eps"])
-
-
-def calibrate_ps_mu(
-    target_eps: float,
-    delta: float,
-    distribution: str,
-    mean_trials: float,
-    eta: float | None = None,
-    *,
-    orders: Sequence[float] | None = None,
-    poisson_delta: str = "gdp",
-    rtol: float = 1e-10,
-) -> float:
-    """Largest per-trial μ such that P&S tuning is (target_eps, δ)-DP (bisection in log μ).
-
-    The returned μ always satisfies ps_tuned_eps(μ) ≤ target_eps; it is within `rtol` (relative) of
-    the exact solution. Raises InfeasibleBudgetError when even μ → 0 exceeds the target (the
-    log E[K] term alone costs more than target_eps).
-    """
-    if not (target_eps > 0 and math.isfinite(target_eps)):
-        raise ValueError(f"target_eps must be a positive finite number, got {target_eps}")
-    resolve_distribution(distribution, eta)
-    _check_mean(mean_trials)
-
-    def eps_of(mu: float) -> float:
-        return ps_tuned_eps(mu, distribution, mean_trials, eta, delta, orders=orders, poisson_delta=poisson_delta)
-
-    lo = 1e-9
-    if eps_of(lo) > target_eps:
-        raise InfeasibleBudgetError(
-            f"infeasible Papernot-Steinke plan: with {distribution} K (E[K]={mean_trials:g}"
-            + (f", eta={eta:g}" if eta is not None else "")
-            + f") the tuning alone costs eps={eps_of(lo):.4g} > target eps={target_eps:g} at delta={delta:g}, "
-            "even with trials of mu -> 0 (pure noise); lower E[K] or raise the target."
-        )
-    hi = 1.0
-    while eps_of(hi) <= target_eps:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e4:
-            raise ValueError(f"no mu_trial below 1e4 reaches target eps={target_eps}")
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        if eps_of(mid) <= target_eps:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +201,7 @@ def subsampled_gaussian_rdp(q: float, sigma: float, steps: int, orders: Sequence
         raise ValueError(f"sigma must be a positive finite number, got {sigma}")
     if steps < 0 or int(steps) != steps:
         raise ValueError(f"steps must be an integer >= 0, got {steps}")
-    orders = SUBSAMPLED_ORDERS if orders is None else _check_orders(orders)
+    orders = SUBSAMPLED_ORDERS if orders is None else check_orders(orders)
     if q == 0.0 or steps == 0:
         return np.zeros_like(orders)
     if q == 1.0:
@@ -511,12 +229,12 @@ def poisson_subsampled_rdp(
     """
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"q (sampling rate) must lie in [0, 1], got {q}")
-    orders = SUBSAMPLED_ORDERS if orders is None else _check_orders(orders)
+    orders = SUBSAMPLED_ORDERS if orders is None else check_orders(orders)
     ints = _integer_orders(orders)
     top = int(ints.max())
     int_grid = np.arange(2, top + 1, dtype=float)
     if callable(base_rdp):
-        base = _evaluate(base_rdp, int_grid, int_grid)
+        base = evaluate_rdp(base_rdp, int_grid, int_grid)
     else:
         if base_orders is None:
             raise ValueError("base_orders are required when base_rdp is given as values")

@@ -151,9 +151,9 @@ def settings(spec: dict):
 
 def run_accountant(sample_rate: float, delta: float, eps_error: float = 0.01):
     """PRV accountant of one run: T compositions of the Poisson-subsampled Gaussian (q, σ)."""
-    from dphpo.privacy.accountant import PrvAccountant
+    from dphpo.privacy.accountant import make_accountant
 
-    return PrvAccountant(delta, sample_rate, eps_error)
+    return make_accountant("prv", delta, sample_rate=sample_rate, eps_error=eps_error)
 
 
 def load_task(spec: dict, input_path: str | Path | None):

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from dphpo.io import atomic_path
-from dphpo.privacy.accountant import RunAccountant, accountant_from_config, check_accounting, make_accountant
+from dphpo.privacy.accountant import RunAccountant, accountant_from_config, check_accounting, config_delta, make_accountant
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
 from dphpo.train.protocol import TrialOutcome
 
@@ -53,7 +53,7 @@ class TrainSettings:
             init_std=float(t.get("init_std", 0.0)),
             feature_norm=t.get("feature_norm"),
             device=t.get("device", "auto"),
-            delta=float(p.get("delta", 1e-5)),
+            delta=config_delta(config),
             adjacency=p.get("adjacency", "add_remove"),
             batch_size=None if batch_size is None else int(batch_size),
             accountant=p.get("accountant", "gdp"),

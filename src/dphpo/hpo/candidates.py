@@ -1,0 +1,189 @@
+"""What the baselines share: their config, their run accountant, candidate draws, and composed candidates.
+
+`run_composed` trains every candidate of a target at one planned μ (the candidates and their
+selection releases compose to the target, `BudgetPlanner.runs_mu`), selects honestly and releases the
+best (seed 000 §2.1; docs/methods.md §4). It is random search's k-candidate version, the accounted
+grid search and OSO-DPSGD's candidate search; one candidate at the full budget is random search itself.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from dphpo.errors import ConfigError
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
+from dphpo.hpo.selection import SelectionRule, select_best
+from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.accountant import RunAccountant, accountant_from_config
+from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.randomness import NoiseScope
+from dphpo.train.protocol import PrivateTrainer
+
+SAMPLINGS = ("grid", "r")
+
+
+def baselines_section(config: dict, name: str | None = None) -> dict:
+    """`baselines` (or `baselines.<name>`) of a config; {} when absent."""
+    section = config.get("baselines", {}) or {}
+    return section if name is None else (section.get(name, {}) or {})
+
+
+def candidate_sampling(config: dict) -> str:
+    sampling = baselines_section(config).get("sampling", "grid")
+    if sampling not in SAMPLINGS:
+        raise ConfigError(f"baselines.sampling: expected one of {SAMPLINGS}, got {sampling!r}")
+    return sampling
+
+
+def targets_of(config: dict) -> list[float]:
+    return [float(e) for e in config["privacy"]["target_eps"]]
+
+
+def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> RunAccountant:
+    """The exact-GDP run accountant every baseline plans with (the trainer's, else the config's).
+
+    The baselines plan every run as exactly μ-GDP (their RDP bounds too start from that), so they
+    refuse a trainer whose accountant is not exact GDP — the ablations of the linear scaling rule
+    (minibatch runs, RDP accountant) and PRV-accounted trainers. Without a trainer (checks before any
+    job) the accountant is read off the config.
+    """
+    if trainer is not None:
+        accountant = trainer.accountant
+    else:
+        batch_size = (config.get("training", {}) or {}).get("batch_size")
+        # a minibatch config is refused whatever N is: any size (here B itself) gives its accountant
+        accountant = accountant_from_config(config, None if batch_size is None else int(batch_size))
+    if accountant.exact_gdp:
+        return accountant
+    raise ConfigError(
+        "baselines: every baseline trains full batch with exact GDP accounting; training.batch_size and "
+        "privacy.accountant=rdp/prv are ablations of the linear scaling rule only (unset them for the baselines)"
+    )
+
+
+def context(
+    config: dict, trainer: PrivateTrainer | None = None, any_accountant: bool = False
+) -> tuple[RunAccountant, SearchSpace, SelectionRule, list[float]]:
+    """The parts of a config every baseline shares: run accountant (`gdp_accountant`; with
+    `any_accountant`, the trainer's own: methods of single full-budget runs), search space, selection, targets."""
+    return (
+        trainer.accountant if any_accountant and trainer is not None else gdp_accountant(config, trainer),
+        SearchSpace.from_config(config["search_space"]),
+        SelectionRule.from_config(config.get("selection", {})),
+        targets_of(config),
+    )
+
+
+def draw_candidates(space: SearchSpace, rng: np.random.Generator, n: int, sampling: str = "grid") -> list[tuple[float, int]]:
+    """n random (η, T) from the search space.
+
+    grid: η uniform over the η grid and T uniform over the T grid, independently (seed 000: random
+    search "draws hyperparameters from the search space randomly"); r: r = η·T sampled as the linear
+    scaling rule's trials are (space.r_sampling) and decomposed by the same rule.
+    """
+    if sampling == "grid":
+        etas = rng.choice(space.eta_grid, size=n)
+        steps = rng.choice(np.asarray(space.steps), size=n)
+        return [(float(e), int(t)) for e, t in zip(etas, steps)]
+    if sampling == "r":
+        out = []
+        for r in space.sample_r(rng, n):
+            dec = space.decompose(r)
+            out.append((dec.eta, dec.steps))
+        return out
+    raise ConfigError(f"baselines.sampling: expected one of {SAMPLINGS}, got {sampling!r}")
+
+
+def run_composed(
+    method: str,
+    trainer: PrivateTrainer,
+    selection: SelectionRule,
+    candidates: dict[float, Sequence[tuple[float, int]]],
+    noise: NoiseScope,
+    *,
+    search_info: dict,
+    progress: bool = False,
+    notes: Sequence[str] = (),
+    mechanism: str = "full-batch DP-GD run",
+) -> list[MethodResult]:
+    """Train every target's candidates at one planned μ (all targets in one batch) and release the best.
+
+    Each target's ledger: one entry per trial plus the selection releases (when more than one
+    candidate). The released model is the selected trial itself: nothing is retrained. An outcome
+    with an `extras` list adds its dicts to the trial records.
+    """
+    single = all(len(c) == 1 for c in candidates.values())
+    # One run at the full budget needs no composition plan: any run accountant calibrates it (the
+    # PRV-accounted fine-tuning trainers, to the target ε); composed candidates are planned in exact GDP.
+    accountant = trainer.accountant if single else gdp_accountant({}, trainer)
+    delta = accountant.delta
+    plans = []
+    eta, steps, sigma, seeds = [], [], [], []
+    for target, cands in candidates.items():
+        mu = accountant.runs_mu(target, len(cands), selection.mu_per_release, method)
+        trials = []
+        for i, (e, t) in enumerate(cands):
+            sigma_i = accountant.sigma_at(mu, target, int(t))
+            trial = {
+                "eta": float(e),
+                "steps": int(t),
+                "r": float(e) * int(t),
+                "sigma": sigma_i,
+                "mu": accountant.planned_mu(mu),
+                "standalone_eps": accountant.planned_eps(mu, sigma_i, int(t)),
+            }
+            trials.append(trial)
+            eta.append(trial["eta"])
+            steps.append(trial["steps"])
+            sigma.append(trial["sigma"])
+            seeds.append(noise.seed(method, f"{target:.10g}", i))
+        plans.append((float(target), mu, trials))
+    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=method)
+    extras = outcome.extras
+
+    results, offset = [], 0
+    for target, mu, trials in plans:
+        idx = np.arange(offset, offset + len(trials))
+        offset += len(trials)
+        ledger = Ledger()
+        for i, trial in enumerate(trials):
+            trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
+            if extras is not None:
+                trial.update(extras[idx[i]])
+            details = {k: trial[k] for k in ("eta", "steps", "sigma", "standalone_eps")}
+            ledger.append(accountant.planned_entry(f"trial {i}: {mechanism}", mu, trial["sigma"], trial["steps"], details))
+        if len(trials) > 1:
+            best, scores = select_best(
+                selection,
+                train_scores=outcome.train_score_sums[idx],
+                test_scores=outcome.test_score_sums[idx],
+                rng=noise.rng(method, "selection", f"{target:.10g}"),
+                ledger=ledger,
+                what="selection",
+            )
+            for trial, score in zip(trials, scores):
+                trial["score"] = float(score)
+            selection_info = selection.describe()
+        else:
+            best = 0
+            selection_info = {"rule": "none", "private": True, "label": "single run, nothing selected"}
+        chosen = trials[best]
+        results.append(
+            MethodResult(
+                method=method,
+                target_eps=target,
+                delta=delta,
+                **released_model(trainer, outcome, idx[best]),
+                **result_metrics(trainer, outcome, idx[best]),
+                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "standalone_eps")}
+                | {"trial": best},
+                ledger=ledger,
+                selection=selection_info,
+                trials=trials,
+                search=dict(search_info) | {"n_trials": len(trials)},
+                notes=list(notes),
+            )
+        )
+    return results
