@@ -63,6 +63,7 @@ LAZY_IMPORTS = frozenset(
         "opacus",  # per-sample gradients; slow to import, only DP-SGD trainers use it
         "matplotlib",  # the backend is chosen before pyplot is imported
         "snakemake",  # workflow extra
+        "prv_accountant",  # ~1 s to import; only minibatch and language runs compose PRVs
         "dp_accounting",  # the independent accountant of `dphpo verify`; slow to import
         "sklearn",  # scikit-learn datasets; slow to import
         "pandas",  # Parquet tables of the user's own data only; a second to import

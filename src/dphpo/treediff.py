@@ -26,8 +26,8 @@ from dphpo.io import SEAL_KEY
 
 SKIPPED_DIRS = ("logs", "benchmarks", ".snakemake")
 SOURCE_KEY = "dphpo_source_sha256"
-# HDF5 attributes that say when and with which package versions a cache was written, not what it holds
-H5_VOLATILE_ATTRS = ("created_utc", "package_versions")
+# HDF5 attributes that say when, how fast and with which package versions a cache was written, not what it holds
+H5_VOLATILE_ATTRS = ("created_utc", "package_versions", "extract_seconds")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ grid search and OSO-DPSGD's candidate search; one candidate at the full budget i
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.candidates import baselines_section, context, run_composed
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.space import SearchSpace
-from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer, best_index
 
 ORACLE = "grid_oracle"
@@ -43,7 +43,7 @@ class GridConfig:
     key: str = "grid"  # the config section it came from (for error messages)
 
     @classmethod
-    def from_config(cls, config: dict, method: str = ORACLE) -> "GridConfig":
+    def from_config(cls, config: dict, method: str = ORACLE) -> GridConfig:
         """`baselines.grid`; for grid_accounted `baselines.grid_accounted` where the config has one."""
         # an absent, null or empty grid_accounted section: the same grid as the oracle
         key = "grid_accounted" if method == ACCOUNTED and baselines_section(config).get("grid_accounted") else "grid"

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics
 from dphpo.hpo.candidates import baselines_section, candidate_sampling, context
+from dphpo.hpo.common import MethodResult, released_model, result_metrics
 from dphpo.hpo.papernot_steinke import PSConfig, draw_trials, noisy_scores, score_mu, truncation_delta
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.accountant import RunAccountant
@@ -61,7 +61,7 @@ class KoskelaConfig:
             raise ConfigError(f"baselines.{METHOD}.transfer: expected one of {TRANSFERS}, got {self.transfer!r}")
 
     @classmethod
-    def from_config(cls, config: dict) -> "KoskelaConfig":
+    def from_config(cls, config: dict) -> KoskelaConfig:
         section = baselines_section(config, METHOD)
         return cls(
             q=float(section.get("q", 0.1)),

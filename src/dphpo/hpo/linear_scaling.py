@@ -21,8 +21,8 @@ the Gaussian that fills what is left (`gaussian_eps`), known before its T is.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ class LinearScalingConfig:
             )
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "LinearScalingConfig":
+    def from_config(cls, cfg: dict) -> LinearScalingConfig:
         return cls(
             n_trials=int(cfg.get("n_trials", 3)),
             stage_eps=tuple(float(e) for e in cfg.get("stage_eps", (0.1, 0.2))),

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult
 from dphpo.hpo.candidates import baselines_section, context
+from dphpo.hpo.common import MethodResult
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.dpgd import accuracy_counts
@@ -61,7 +61,7 @@ class MehtaConfig:
             raise ConfigError(f"{where}.clip_norm: must be > 0, got {self.clip_norm}")
 
     @classmethod
-    def from_config(cls, config: dict) -> "MehtaConfig":
+    def from_config(cls, config: dict) -> MehtaConfig:
         s = baselines_section(config, METHOD)
         return cls(
             optimizer=s.get("optimizer", "adam"),

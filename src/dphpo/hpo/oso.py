@@ -26,12 +26,17 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+from dphpo.data import DATASETS
 from dphpo.errors import ConfigError
-from dphpo.hpo.common import MethodResult
 from dphpo.hpo.candidates import baselines_section, context, run_composed
+from dphpo.hpo.common import MethodResult
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.accountant import make_accountant
+from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
+from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
 from dphpo.train.linear_head import LinearHeadTrainer
 from dphpo.train.oso import NU_Q_RULE_OF_THUMB, OsoRule, noise_split, train_linear_oso
 from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
@@ -63,7 +68,7 @@ class OsoConfig:
     eta0_range: tuple[float, ...] | None = PAPER_ETA0_RANGE  # None: the search space's η range
 
     @classmethod
-    def from_config(cls, config: dict) -> "OsoConfig":
+    def from_config(cls, config: dict) -> OsoConfig:
         s = baselines_section(config, METHOD)
         eta0_range = s.get("eta0_range", PAPER_ETA0_RANGE)
         return cls(
@@ -177,7 +182,7 @@ class CnnConfig:
     rule: OsoRule = OsoRule()
 
     @classmethod
-    def from_config(cls, config: dict) -> "CnnConfig":
+    def from_config(cls, config: dict) -> CnnConfig:
         s = baselines_section(config, METHOD_CNN)
         where = f"baselines.{METHOD_CNN}"
         out = cls(
@@ -201,12 +206,6 @@ class CnnConfig:
 
 
 def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
-    import torch
-
-    from dphpo.privacy.accountant import make_accountant
-    from dphpo.privacy.ledger import Ledger
-    from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
-
     require_kind(trainer, "linear_head", METHOD_CNN)  # raw-pixel feature caches, read as images
     accountant, _, _, targets = context(config, trainer)
     features = trainer.features
@@ -282,8 +281,6 @@ def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: 
 
 
 def check_cnn(config: dict) -> None:
-    from dphpo.data import DATASETS
-
     cc = CnnConfig.from_config(config)
     for i, (dataset, extractor) in enumerate(cc.studies):
         where = f"baselines.{METHOD_CNN}.studies[{i}]"

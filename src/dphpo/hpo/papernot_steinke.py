@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.candidates import baselines_section, candidate_sampling, context, draw_candidates
+from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.tuning import CappedTrialsLedger, calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
@@ -137,7 +137,7 @@ class PSConfig:
             raise ConfigError(f"poisson_delta: expected 'gdp' or 'rdp', got {self.poisson_delta!r}")
 
     @classmethod
-    def from_section(cls, section: dict, sampling: str, where: str) -> "PSConfig":
+    def from_section(cls, section: dict, sampling: str, where: str) -> PSConfig:
         try:
             return cls(
                 k_dist=TrialCountDistribution(
@@ -154,7 +154,7 @@ class PSConfig:
             raise ConfigError(f"{where}.{err}") from None
 
     @classmethod
-    def from_config(cls, config: dict) -> "PSConfig":
+    def from_config(cls, config: dict) -> PSConfig:
         return cls.from_section(baselines_section(config, METHOD), candidate_sampling(config), f"baselines.{METHOD}")
 
     def describe(self) -> dict:

@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dphpo.errors import ConfigError
-from dphpo.hpo.candidates import SAMPLINGS, baselines_section, candidate_sampling, context, draw_candidates, run_composed
+from dphpo.hpo.candidates import (
+    SAMPLINGS,
+    baselines_section,
+    candidate_sampling,
+    context,
+    draw_candidates,
+    run_composed,
+)
 from dphpo.hpo.common import MethodResult
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
@@ -34,7 +41,7 @@ class RandomSearchConfig:
             raise ConfigError(f"baselines.sampling: expected one of {SAMPLINGS}, got {self.sampling!r}")
 
     @classmethod
-    def from_config(cls, config: dict) -> "RandomSearchConfig":
+    def from_config(cls, config: dict) -> RandomSearchConfig:
         return cls(k=int(baselines_section(config, METHOD_K).get("k", 3)), sampling=candidate_sampling(config))
 
 

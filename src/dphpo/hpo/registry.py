@@ -14,11 +14,14 @@ job runs) plus one line here and one in SUPPORTED (the trainers and accountants 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from dphpo.errors import ConfigError
+from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import MethodResult
+from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import ACCOUNTANTS
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
@@ -41,10 +44,6 @@ class _Lazy:
 
 
 def _linear_scaling(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
-    from dphpo.hpo import linear_scaling as ls
-    from dphpo.hpo.selection import SelectionRule
-    from dphpo.hpo.space import SearchSpace
-
     return ls.run(
         trainer,
         ls.LinearScalingConfig.from_config(config.get("linear_scaling", {})),

@@ -40,7 +40,7 @@ class SelectionRule:
             raise ConfigError(f"selection.noise_std: must be > 0 for noisy_train_accuracy, got {self.noise_std}")
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "SelectionRule":
+    def from_config(cls, cfg: dict) -> SelectionRule:
         return cls(rule=cfg.get("rule", "noisy_train_accuracy"), noise_std=float(cfg.get("noise_std", 100.0)))
 
     @property

@@ -56,7 +56,7 @@ class SearchSpace:
             )
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "SearchSpace":
+    def from_config(cls, cfg: dict) -> SearchSpace:
         eta, steps = cfg["eta"], cfg["steps"]
         if isinstance(steps, dict):
             steps = list(range(int(steps["min"]), int(steps["max"]) + 1, int(steps.get("step", 1))))

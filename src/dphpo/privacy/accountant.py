@@ -21,7 +21,7 @@ constructor; `accountant_from_config` builds the one a config asks for.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from dphpo.privacy.calibrate import calibrate_log_sigma, smallest_sigma
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
 from dphpo.privacy.ledger import Ledger, LedgerEntry, infeasible_error
 from dphpo.privacy.planning import BudgetPlanner
+from dphpo.privacy.prv import clt_sigma, prv_sigma_for
 from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
@@ -334,16 +335,12 @@ class PrvAccountant(_Accountant):
         return eps_from_mu(mu, self.delta)  # the PRV of a Gaussian is its exact GDP curve
 
     def _guess(self, mu: float, steps: int) -> float:
-        from dphpo.privacy.prv import clt_sigma  # on use: prv-accountant takes ~1 s to import
-
         if self.q == 1.0:
             return self.factor * math.sqrt(steps) / mu
         return self.factor * clt_sigma(self.q, steps, mu)
 
     def sigma_for_eps(self, eps: float, steps: int) -> float:
         """Smallest σ (within 0.3 %) whose PRV upper bound is ≤ eps (`prv_sigma_for`, ~5 calls)."""
-        from dphpo.privacy.prv import prv_sigma_for  # on use, as above
-
         _check_eps(eps, self.eps_error)
         return self.factor * prv_sigma_for(self.q, int(steps), eps, self.delta, eps_error=self.eps_error)
 

@@ -10,7 +10,7 @@ All computations run in log space so tiny δ and large ε stay accurate.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from scipy.optimize import brentq

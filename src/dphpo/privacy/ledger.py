@@ -13,14 +13,16 @@ Every ε that dphpo reports comes from `Ledger.total`, which picks the compositi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
 from dphpo.errors import InfeasibleBudgetError
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
+from dphpo.privacy.prv import compose_prv
 from dphpo.privacy.rdp import DEFAULT_ORDERS, SUBSAMPLED_ORDERS, rdp_at, rdp_to_dp, subsampled_gaussian_rdp
 
 GDP = "gdp"
@@ -115,7 +117,7 @@ class LedgerEntry:
         values: Sequence[float],
         count: int = 1,
         details: dict[str, Any] | None = None,
-    ) -> "LedgerEntry":
+    ) -> LedgerEntry:
         """An RDP entry from a curve (values at orders)."""
         return cls(
             what=what,
@@ -137,7 +139,7 @@ class LedgerEntry:
         eps_error: float = 0.01,
         count: int = 1,
         details: dict[str, Any] | None = None,
-    ) -> "LedgerEntry":
+    ) -> LedgerEntry:
         """A PRV entry: `steps` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ)."""
         params = {"q": float(q), "sigma": float(sigma), "steps": int(steps), "eps_error": float(eps_error)}
         return cls(what=what, mu=None, count=int(count), mechanism=PRV, details=dict(details or {}) | params)
@@ -174,7 +176,7 @@ class LedgerEntry:
         return out
 
     @classmethod
-    def from_dict(cls, e: dict[str, Any]) -> "LedgerEntry":
+    def from_dict(cls, e: dict[str, Any]) -> LedgerEntry:
         mechanism = e.get("mechanism", GDP)
         if mechanism == PRV:
             return cls(what=e["what"], mu=None, count=e.get("count", 1), mechanism=PRV, details=e.get("details", {}))
@@ -223,11 +225,11 @@ class Ledger:
         self.entries.append(entry)
         return entry
 
-    def extend(self, other: "Ledger") -> "Ledger":
+    def extend(self, other: Ledger) -> Ledger:
         self.entries.extend(other.entries)
         return self
 
-    def copy(self) -> "Ledger":
+    def copy(self) -> Ledger:
         return Ledger(self.entries)
 
     @property
@@ -282,7 +284,6 @@ class Ledger:
         return self._rdp_total(delta, rdp_conversion)
 
     def _prv_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
-        from dphpo.privacy.prv import compose_prv  # on use: prv-accountant takes ~1 s to import
 
         gauss_sq = sum(e.mu_total**2 for e in self.entries if e.mechanism == GDP)
         runs: dict[tuple[float, float], int] = {}  # runs sharing one subsampled Gaussian add their steps
@@ -322,7 +323,7 @@ class Ledger:
         return {"total": self.total(delta), "entries": [e.to_dict() for e in self.entries]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Ledger":
+    def from_dict(cls, data: dict[str, Any]) -> Ledger:
         return cls(LedgerEntry.from_dict(e) for e in data["entries"])
 
 

@@ -13,9 +13,6 @@ import functools
 import math
 from typing import Any
 
-from prv_accountant import PRVAccountant
-from prv_accountant.accountant import compute_safe_domain_size
-from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
 from scipy.optimize import brentq
 
 from dphpo.errors import ConfigError
@@ -31,6 +28,8 @@ MAX_GRID_POINTS = 50_000_000
 
 def grid_points(prvs: list, counts: list[int], eps_error: float, delta_error: float) -> float:
     """Points of the grid PRVAccountant would build (its Theorem 5.5 mesh over its safe domain)."""
+    from prv_accountant.accountant import compute_safe_domain_size  # prv-accountant takes ~1 s to import
+
     half_width = compute_safe_domain_size(prvs, counts, eps_error=eps_error, delta_error=delta_error)
     mesh = eps_error / math.sqrt(sum(counts) / 2 * math.log(12 / delta_error))
     return 2 * half_width / mesh
@@ -63,6 +62,9 @@ def compose_prv(
     δ/1000 (prv-accountant's recommendation). Memoised: the accountant takes ~1 s per mechanism and
     calibration and the ledger ask the same question.
     """
+    from prv_accountant import PRVAccountant  # on use: prv-accountant takes ~1 s to import
+    from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
+
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must lie in (0, 1), got {delta}")
     if not (gaussian_mu >= 0 and math.isfinite(gaussian_mu)):

@@ -62,12 +62,12 @@ class NoiseKey:
     def digest(self, labels: tuple) -> bytes:
         return hmac.new(self.secret, _label_bytes(labels), hashlib.sha256).digest()
 
-    def scope(self, **labels: object) -> "NoiseScope":
+    def scope(self, **labels: object) -> NoiseScope:
         """Draws of one study: labels such as dataset, extractor, variant and seed prefix every draw."""
         return NoiseScope(self, tuple(sorted((str(k), v) for k, v in labels.items())))
 
     @classmethod
-    def generate(cls) -> "NoiseKey":
+    def generate(cls) -> NoiseKey:
         return cls(secrets.token_bytes(KEY_BYTES))
 
 

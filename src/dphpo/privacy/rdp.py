@@ -21,7 +21,7 @@ non-decreasing in the order (van Erven & Harremoës 2014), so ε(λ) ≤ ε(λ')
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence, Union
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
@@ -35,7 +35,7 @@ SUBSAMPLED_ORDERS: np.ndarray = np.unique(
     np.concatenate([np.arange(2.0, 129.0), np.round(np.geomspace(128, 20000, 120))])
 )
 
-RdpLike = Union[Callable[[np.ndarray], np.ndarray], Sequence[float], np.ndarray]
+RdpLike = Callable[[np.ndarray], np.ndarray] | Sequence[float] | np.ndarray
 
 
 # ---------------------------------------------------------------------------------------------

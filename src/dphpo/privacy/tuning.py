@@ -12,7 +12,8 @@ is amplified by Zhu & Wang's (2019) general bound (Koskela & Kulkarni 2023).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -335,7 +336,7 @@ class CappedTrialsLedger(Ledger):
     def delta_cap(self) -> float:
         return float(self.truncation["delta_cap"])
 
-    def copy(self) -> "CappedTrialsLedger":
+    def copy(self) -> CappedTrialsLedger:
         return CappedTrialsLedger(self.entries, self.truncation)
 
     def total(self, delta: float, **kwargs: Any) -> dict[str, Any]:
