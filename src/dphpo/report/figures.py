@@ -21,12 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.report.paper import DEFAULT, LS, Paper, Results, Source
+from dphpo.report.paper import Results
+from dphpo.report.plan import DEFAULT, LS, Paper, Source
 from dphpo.report.tables import as_float, mean_std
 from dphpo.report.plotting import eps_axis, pyplot, save_figure
 
 ORACLE = "grid_oracle"
 FIGURES = ("figure3", "heatmap", "figure6", "pareto")
+# The figures of one file each (layout.FIGURE): file name -> figure (heatmaps and Pareto fronts: one
+# file per study or dataset, layout.HEATMAP and layout.PARETO)
+SINGLE_FIGURES = {"figure3_r_vs_eps": "figure3", "figure6_r_vs_gap": "figure6"}
 
 
 # --------------------------------------------------------------------------------------------
