@@ -8,7 +8,6 @@ from snakemake.logging import logger
 from dphpo import layout, study
 from dphpo.errors import DPHPOError
 from dphpo.features.build import dataset_options
-from dphpo.features.pretrain import checkpoint_path
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
 from dphpo.resume import record_lock_owner, release_stale_lock
@@ -75,7 +74,9 @@ def pretrained_checkpoint(wildcards):
     spec = config["extractors"].get(wildcards.extractor, {})
     if spec.get("kind") != "pretrained_public":
         return []
-    return spec.get("checkpoint") or checkpoint_path(spec["pretrain"])
+    return spec.get("checkpoint") or layout.path(
+        layout.PRETRAINED_CHECKPOINT, name=spec["pretrain"]
+    )
 
 
 def method_results(method, dataset, extractor, variant="default"):
@@ -188,6 +189,7 @@ def paper_figure_inputs(name):
             paper_figures.SINGLE_FIGURES.get(wildcards.get("figure"), name),
             wildcards.get("dataset"),
             wildcards.get("extractor"),
+            METHOD_JOBS,
         )
 
     return inputs
@@ -218,15 +220,15 @@ def paper_all_results(wildcards):
     for name in paper_plan.TABLES:
         for f in paper_plan.inputs(config, name, METHOD_JOBS)["results"]:
             files[f] = None
-    for f in paper_figures.inputs(config, "figure3") + paper_figures.inputs(
-        config, "figure6"
-    ):
+    for f in paper_figures.inputs(
+        config, "figure3", method_jobs=METHOD_JOBS
+    ) + paper_figures.inputs(config, "figure6", method_jobs=METHOD_JOBS):
         files[f] = None
     for d, e in paper_figures.heatmap_studies(PAPER):
-        for f in paper_figures.inputs(config, "heatmap", d, e):
+        for f in paper_figures.inputs(config, "heatmap", d, e, METHOD_JOBS):
             files[f] = None
     for d in paper_figures.pareto_datasets(PAPER):
-        for f in paper_figures.inputs(config, "pareto", d):
+        for f in paper_figures.inputs(config, "pareto", d, method_jobs=METHOD_JOBS):
             files[f] = None
     return list(files)
 

@@ -136,6 +136,7 @@ rule paper_figure:
         "../../envs/dphpo.yaml"
     params:
         figure=lambda w: paper_figures.SINGLE_FIGURES[w.figure],
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 
@@ -159,6 +160,7 @@ rule paper_heatmap:
         "../../envs/dphpo.yaml"
     params:
         figure="heatmap",
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 
@@ -182,6 +184,7 @@ rule paper_pareto:
         "../../envs/dphpo.yaml"
     params:
         figure="pareto",
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 

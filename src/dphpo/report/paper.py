@@ -23,7 +23,6 @@ from dphpo.io import read_json
 from dphpo.report.plan import (
     DEFAULT,
     LS,
-    METHOD_LABELS,
     PLANS,
     Paper,
     Source,
