@@ -3,7 +3,8 @@
 import pytest
 
 from dphpo.io import write_json
-from dphpo.report import paper
+from dphpo import layout
+from dphpo.report import provenance
 from dphpo.report.tables import Table, html_page, label_key
 
 
@@ -39,10 +40,10 @@ def test_provenance_table_lists_targets_and_seeds_in_numeric_order(tmp_path, mon
     paths = []
     for seed in seeds:
         for eps in (16.0, 8.0, 0.5, 1.0):
-            path = paper.result_path("mnist", "raw", "random_search", "default", seed, eps)
+            path = layout.path(layout.RESULT, dataset="mnist", extractor="raw", method="random_search", variant="default", seed=seed, eps=eps)
             write_json(path, {"target": {"eps": eps}, "total_eps": eps, "total_delta": 1e-5, "provenance": {"seed": seed}})
             paths.append(path)
-    (row,) = paper.provenance_table(paths).rows
+    (row,) = provenance.provenance_table(paths).rows
     assert row["target ε"] == "0.5, 1.0, 8.0, 16.0"
     assert row["seeds"] == "0, 2, 10"
 

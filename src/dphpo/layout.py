@@ -34,10 +34,27 @@ LANGUAGE_CACHE = "results/language/cache/{study}.h5"
 TABLE = "results/tables/{table}.{ext}"
 TABLE_FORMATS = ("md", "csv", "tex", "html")
 FIGURE = "results/figures/{figure}.png"
+HEATMAP = "results/figures/heatmaps/{dataset}/{extractor}.png"  # one per study
+PARETO = "results/figures/pareto/{dataset}.png"  # one per dataset
+
+# evaluations a table reads instead of computing them itself (Table 5: released heads on shifted
+# test sets; sealed JSON, so that the table job reads records only)
+EVALUATION = "results/evaluations/{name}.json"
 
 # logs and benchmarks of every job (internal: timings and counts of a run are not released)
 LOG = "results/logs/{job}.log"
 BENCHMARK = "results/benchmarks/{job}.tsv"
+
+# the jobs, named as in their LOG and BENCHMARK paths
+JOB_PRETRAIN = "pretrain_public/{name}"
+JOB_FEATURES = "extract_features/{dataset}/{extractor}"
+JOB_STAGE = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}"
+JOB_FINAL = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final"
+JOB_NONPRIVATE = "nonprivate/{dataset}/{extractor}"
+JOB_METHOD = "{method}/{dataset}/{extractor}/{variant}/seed{seed}"  # rule run_method (baselines)
+JOB_TABLE = "tables/{table}"  # the study's own tables (linear_scaling, hpo_comparison)
+JOB_PAPER = "paper/{item}"  # a table or figure of the paper target
+JOB_AUDIT = "audit"
 
 
 def eps_label(eps: float) -> str:
@@ -52,7 +69,61 @@ def path(template: str, **values) -> str:
     return template.format(**values)
 
 
+def partial(template: str, **values) -> str:
+    """A template with some wildcards filled, the others left as `{wildcards}` for Snakemake."""
+
+    class _Keep(dict):
+        def __missing__(self, key: str) -> str:
+            return "{" + key + "}"
+
+    if "eps" in values and not isinstance(values["eps"], str):
+        values["eps"] = eps_label(values["eps"])
+    return template.format_map(_Keep(values))
+
+
+def log(job: str, **values) -> str:
+    """The log of a job (`job`: a JOB_* template), wildcards not in `values` left to Snakemake."""
+    return partial(LOG, job=partial(job, **values))
+
+
+def benchmark(job: str, **values) -> str:
+    """The benchmark file of a job (`job`: a JOB_* template), as `log`."""
+    return partial(BENCHMARK, job=partial(job, **values))
+
+
+def table(name: str, ext: str) -> str:
+    return path(TABLE, table=name, ext=ext)
+
+
+def tables(name: str, formats: tuple[str, ...] = TABLE_FORMATS) -> list[str]:
+    """One table in several formats."""
+    return [table(name, ext) for ext in formats]
+
+
+def figure(name: str) -> str:
+    return path(FIGURE, figure=name)
+
+
 def sibling(result_path: str, name: str) -> str:
     """Another file of the run directory a result.json lies in (model.npz, internal.json)."""
     head, _, _ = str(result_path).rpartition("/")
     return f"{head}/{name}"
+
+
+def files_by_target(targets, *outputs):
+    """The files of a job's outputs for one target ε: `targets` are the ε the outputs were expanded
+    over, in their order (a rule's `params`); the returned function takes a result's own target ε and
+    gives its file of each output (a result whose ε no output has is refused, never written elsewhere)."""
+    import math
+
+    targets = [float(t) for t in targets]
+    if any(len(files) != len(targets) for files in outputs):
+        raise ValueError(f"{len(targets)} target ε for outputs of {[len(f) for f in outputs]} files")
+
+    def files(eps: float) -> tuple[str, ...]:
+        found = [i for i, t in enumerate(targets) if math.isclose(float(eps), t, rel_tol=1e-12)]
+        if len(found) != 1:
+            raise ValueError(f"no output file for target ε = {eps:g} (outputs for {', '.join(f'{t:g}' for t in targets)})")
+        return tuple(str(f[found[0]]) for f in outputs)
+
+    return files

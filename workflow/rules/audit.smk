@@ -6,16 +6,16 @@
 rule audit:
     output:
         md=report(
-            "results/tables/audit.md",
+            layout.table("audit", "md"),
             caption="../report/audit_table.rst",
             category="Privacy audit",
         ),
-        csv="results/tables/audit.csv",
-        json="results/tables/audit.json",
+        csv=layout.table("audit", "csv"),
+        json=layout.table("audit", "json"),
     log:
-        "results/logs/audit.log",
+        layout.log(layout.JOB_AUDIT),
     benchmark:
-        "results/benchmarks/audit.tsv"
+        layout.benchmark(layout.JOB_AUDIT)
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]

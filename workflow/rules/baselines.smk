@@ -7,22 +7,13 @@ rule run_method:
     input:
         features=features_h5,
     output:
-        results=expand(
-            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/result.json",
-            eps=EPS_LABELS,
-        ),
-        models=expand(
-            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
-            eps=EPS_LABELS,
-        ),
-        internal=expand(
-            "results/runs/{{dataset}}/{{extractor}}/{{method}}/{{variant}}/seed{{seed}}/eps{eps}/internal.json",
-            eps=EPS_LABELS,
-        ),
+        results=run_outputs(layout.RESULT),
+        models=run_outputs(layout.MODEL),
+        internal=run_outputs(layout.INTERNAL),
     log:
-        "results/logs/{method}/{dataset}/{extractor}/{variant}/seed{seed}.log",
+        layout.log(layout.JOB_METHOD),
     benchmark:
-        "results/benchmarks/{method}/{dataset}/{extractor}/{variant}/seed{seed}.tsv"
+        layout.benchmark(layout.JOB_METHOD)
     wildcard_constraints:
         method="|".join(registry.BASELINES),
     conda:
@@ -34,6 +25,8 @@ rule run_method:
         settings=lambda w: study.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
+        # the target ε of each output, in their order (the script matches results by their own ε)
+        targets=TARGETS,
     script:
         "../scripts/run_method.py"
 
@@ -51,25 +44,25 @@ rule table_hpo_comparison:
             for f in method_results("linear_scaling", dataset, extractor)
         ]
         + baseline_results(),
-        references=[f"results/runs/{d}/{e}/nonprivate/result.json" for d, e in STUDIES],
+        references=nonprivate_results(),
     output:
-        md="results/tables/hpo_comparison.md",
-        csv="results/tables/hpo_comparison.csv",
-        tex="results/tables/hpo_comparison.tex",
+        md=layout.table("hpo_comparison", "md"),
+        csv=layout.table("hpo_comparison", "csv"),
+        tex=layout.table("hpo_comparison", "tex"),
         html=report(
-            "results/tables/hpo_comparison.html",
+            layout.table("hpo_comparison", "html"),
             caption="../report/hpo_comparison_table.rst",
             category="HPO comparison",
             labels={"item": "Table", "shows": "every method at equal total ε, RERR"},
         ),
         figure=report(
-            "results/figures/hpo_comparison_accuracy_vs_eps.png",
+            layout.figure("hpo_comparison_accuracy_vs_eps"),
             caption="../report/hpo_comparison_figure.rst",
             category="HPO comparison",
             labels={"item": "Figure", "shows": "accuracy vs total ε, every method"},
         ),
     log:
-        "results/logs/tables/hpo_comparison.log",
+        layout.log(layout.JOB_TABLE, table="hpo_comparison"),
     conda:
         "../../envs/dphpo.yaml"
     params:

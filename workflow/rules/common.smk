@@ -5,10 +5,9 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from dphpo import study
+from dphpo import layout, study
 from dphpo.errors import DPHPOError
 from dphpo.features.build import dataset_options
-from dphpo.features.checkpoint import checkpoint_path
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
 from dphpo.resume import record_lock_owner, release_stale_lock
@@ -28,7 +27,7 @@ try:
         os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml"),
     )
     TARGETS = study.target_eps(config)
-    EPS_LABELS = [study.eps_label(e) for e in TARGETS]
+    EPS_LABELS = [layout.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
 except DPHPOError as err:
@@ -65,7 +64,9 @@ def drop_gpu_model_without_gpu(rules):
 
 
 def features_h5(wildcards):
-    return f"results/features/{wildcards.dataset}/{wildcards.extractor}.h5"
+    return layout.path(
+        layout.FEATURES, dataset=wildcards.dataset, extractor=wildcards.extractor
+    )
 
 
 def pretrained_checkpoint(wildcards):
@@ -73,16 +74,29 @@ def pretrained_checkpoint(wildcards):
     spec = config["extractors"].get(wildcards.extractor, {})
     if spec.get("kind") != "pretrained_public":
         return []
-    return spec.get("checkpoint") or checkpoint_path(spec["pretrain"])
+    return spec.get("checkpoint") or layout.path(
+        layout.PRETRAINED_CHECKPOINT, name=spec["pretrain"]
+    )
 
 
 def method_results(method, dataset, extractor, variant="default"):
     """Every result.json of a method on one study: all seeds × all target ε."""
     return expand(
-        f"results/runs/{dataset}/{extractor}/{method}/{variant}/seed{{seed}}/eps{{eps}}/result.json",
+        layout.RESULT,
+        dataset=dataset,
+        extractor=extractor,
+        method=method,
+        variant=variant,
         seed=SEEDS,
         eps=EPS_LABELS,
     )
+
+
+def run_outputs(template, method=None):
+    """One file of a run (layout.RESULT, MODEL or INTERNAL) per target ε, the other wildcards left to
+    the rule (its `method` wildcard unless `method` is given)."""
+    filled = {} if method is None else {"method": method}
+    return [layout.partial(template, eps=eps, **filled) for eps in EPS_LABELS]
 
 
 def baseline_results():
@@ -101,21 +115,25 @@ def released_models():
         for dataset, extractor in STUDIES
         for f in method_results("linear_scaling", dataset, extractor)
     ] + baseline_results()
-    return [f[: -len("result.json")] + "model.npz" for f in results]
+    return [layout.sibling(f, "model.npz") for f in results]
+
+
+def nonprivate_results():
+    """The non-private reference (ε = ∞) of every study."""
+    return [
+        layout.path(layout.NONPRIVATE_RESULT, dataset=d, extractor=e)
+        for d, e in STUDIES
+    ]
 
 
 def study_outputs():
-    return released_models() + [
-        "results/tables/linear_scaling.md",
-        "results/tables/linear_scaling.csv",
-        "results/tables/linear_scaling.html",
-        "results/figures/linear_scaling_accuracy_vs_eps.png",
-        "results/tables/hpo_comparison.md",
-        "results/tables/hpo_comparison.csv",
-        "results/tables/hpo_comparison.tex",
-        "results/tables/hpo_comparison.html",
-        "results/figures/hpo_comparison_accuracy_vs_eps.png",
-    ]
+    return (
+        released_models()
+        + layout.tables("linear_scaling", ("md", "csv", "html"))
+        + [layout.figure("linear_scaling_accuracy_vs_eps")]
+        + layout.tables("hpo_comparison")
+        + [layout.figure("hpo_comparison_accuracy_vs_eps")]
+    )
 
 
 def previous_stage(wildcards):
@@ -127,7 +145,14 @@ def previous_stage(wildcards):
 
 def stage_json(wildcards, stage):
     w = wildcards
-    return f"results/runs/{w.dataset}/{w.extractor}/linear_scaling/{w.variant}/seed{w.seed}/stage{stage}.json"
+    return layout.path(
+        layout.STAGE,
+        dataset=w.dataset,
+        extractor=w.extractor,
+        variant=w.variant,
+        seed=w.seed,
+        stage=stage,
+    )
 
 
 def all_stages(wildcards):
@@ -138,28 +163,33 @@ def all_stages(wildcards):
 
 # The paper target (paper.smk): what each table and figure reads, from the config.
 from dphpo.report import figures as paper_figures
-from dphpo.report import paper as paper_tables
+from dphpo.report import plan as paper_plan
 
-PAPER = paper_tables.Paper(config)
-PAPER_TABLE_FORMATS = ["md", "csv", "tex", "html"]
+PAPER = paper_plan.Paper(config)
+PAPER_TABLE_FORMATS = list(layout.TABLE_FORMATS)
+# the jobs of rule run_method, passed to the table jobs (which so never import the methods or torch)
+METHOD_JOBS = [list(job) for job in registry.method_jobs(config)]
 
 
-def paper_table_inputs(name):
-    """Input function of a table rule: {results: [...], other: [...]} from the config."""
+def paper_table_inputs(wildcards):
+    """Input function of the paper_table rule, from the config: {results: [...], other: [...]}."""
+    return paper_plan.inputs(config, wildcards.table, METHOD_JOBS)
 
-    def inputs(wildcards):
-        return paper_tables.inputs(config, name)
 
-    return inputs
+def paper_evaluation_inputs(wildcards):
+    """What a table's evaluation job reads (Table 5: released models, shifted test features)."""
+    table = {v: k for k, v in paper_plan.EVALUATIONS.items()}[wildcards.name]
+    return paper_plan.evaluation_inputs(config, table, METHOD_JOBS)
 
 
 def paper_figure_inputs(name):
     def inputs(wildcards):
         return paper_figures.inputs(
             config,
-            name,
+            paper_figures.SINGLE_FIGURES.get(wildcards.get("figure"), name),
             wildcards.get("dataset"),
             wildcards.get("extractor"),
+            METHOD_JOBS,
         )
 
     return inputs
@@ -167,46 +197,38 @@ def paper_figure_inputs(name):
 
 def paper_outputs():
     """Every table (four formats), every figure and the provenance table of the paper target."""
-    tables = expand(
-        "results/tables/{table}.{ext}",
-        table=paper_tables.TABLES,
-        ext=PAPER_TABLE_FORMATS,
+    tables = expand(layout.TABLE, table=paper_plan.TABLES, ext=PAPER_TABLE_FORMATS)
+    heatmaps = expand(
+        layout.HEATMAP,
+        zip,
+        dataset=[d for d, _ in paper_figures.heatmap_studies(PAPER)],
+        extractor=[e for _, e in paper_figures.heatmap_studies(PAPER)],
     )
-    heatmaps = [
-        f"results/figures/heatmaps/{d}/{e}.png"
-        for d, e in paper_figures.heatmap_studies(PAPER)
-    ]
-    pareto = [
-        f"results/figures/pareto/{d}.png" for d in paper_figures.pareto_datasets(PAPER)
-    ]
+    pareto = expand(layout.PARETO, dataset=paper_figures.pareto_datasets(PAPER))
     return (
         tables
         + heatmaps
         + pareto
-        + [
-            "results/figures/figure3_r_vs_eps.png",
-            "results/figures/figure6_r_vs_gap.png",
-            "results/tables/provenance.md",
-            "results/tables/provenance.html",
-        ]
+        + [layout.figure(f) for f in paper_figures.SINGLE_FIGURES]
+        + layout.tables("provenance", ("md", "html"))
     )
 
 
 def paper_all_results(wildcards):
     """Every result file any paper table or figure reads (the provenance table's inputs)."""
     files = {}
-    for name in paper_tables.TABLES:
-        for f in paper_tables.inputs(config, name)["results"]:
+    for name in paper_plan.TABLES:
+        for f in paper_plan.inputs(config, name, METHOD_JOBS)["results"]:
             files[f] = None
-    for f in paper_figures.inputs(config, "figure3") + paper_figures.inputs(
-        config, "figure6"
-    ):
+    for f in paper_figures.inputs(
+        config, "figure3", method_jobs=METHOD_JOBS
+    ) + paper_figures.inputs(config, "figure6", method_jobs=METHOD_JOBS):
         files[f] = None
     for d, e in paper_figures.heatmap_studies(PAPER):
-        for f in paper_figures.inputs(config, "heatmap", d, e):
+        for f in paper_figures.inputs(config, "heatmap", d, e, METHOD_JOBS):
             files[f] = None
     for d in paper_figures.pareto_datasets(PAPER):
-        for f in paper_figures.inputs(config, "pareto", d):
+        for f in paper_figures.inputs(config, "pareto", d, method_jobs=METHOD_JOBS):
             files[f] = None
     return list(files)
 
@@ -246,12 +268,12 @@ def language_table_inputs(wildcards):
 def language_outputs():
     """The language tables (four formats) and Fig. 4 the config defines (none without `language`)."""
     tables = expand(
-        "results/tables/{table}.{ext}",
+        layout.TABLE,
         table=language_report.configured_tables(config),
         ext=PAPER_TABLE_FORMATS,
     )
     if (config.get("language") or {}).get("tables", {}).get("figure4"):
-        tables.append("results/figures/figure4_language_pareto.png")
+        tables.append(layout.figure("figure4_language_pareto"))
     return tables
 
 
@@ -260,4 +282,4 @@ onstart:
     record_lock_owner()
     # Temporaries of writers killed in an earlier run (kill -9 runs no cleanup) whose targets
     # are not rebuilt; a rebuilt target's writer removes its own (dphpo.io.atomic_path).
-    remove_orphan_temporaries("results", min_age_s=24 * 3600)
+    remove_orphan_temporaries(layout.ROOT, min_age_s=24 * 3600)

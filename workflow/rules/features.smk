@@ -5,11 +5,11 @@ rule extract_features:
     input:
         pretrained=pretrained_checkpoint,
     output:
-        features="results/features/{dataset}/{extractor}.h5",
+        features=layout.FEATURES,
     log:
-        "results/logs/extract_features/{dataset}/{extractor}.log",
+        layout.log(layout.JOB_FEATURES),
     benchmark:
-        "results/benchmarks/extract_features/{dataset}/{extractor}.tsv"
+        layout.benchmark(layout.JOB_FEATURES)
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]

@@ -1,7 +1,10 @@
-# The paper target: every table and figure of seed 000 as its own rule, and the report's inputs.
-# What each one reads comes from dphpo.report.paper / dphpo.report.figures, which read the config
-# (input functions in common.smk): a row or panel whose data the config cannot produce is not an
-# input; the table or figure is still written and says which config key or rule it needs.
+# The paper target: every table and figure of seed 000, and the report's inputs. One generic rule
+# per kind of output: `paper_table` ({table}: the vision tables of dphpo.report.plan; the language
+# tables have their own rule, language.smk), `paper_figure` (the single-file figures), one rule each
+# for the heatmaps (per study) and the Pareto fronts (per dataset). What each reads comes from
+# dphpo.report.plan / dphpo.report.figures, which read the config (input functions in common.smk):
+# a row or panel whose data the config cannot produce is not an input; the table or figure is still
+# written and says which config key or rule it needs.
 
 
 report: "../report/paper_workflow.rst"
@@ -9,23 +12,53 @@ report: "../report/paper_workflow.rst"
 
 localrules:
     paper,
-    paper_table2,
-    paper_table3,
-    paper_table4,
-    paper_table5,
-    paper_table10,
-    paper_table11,
-    paper_table13,
-    paper_table15,
-    paper_table16,
-    paper_dp_continual,
-    paper_figure3,
+    paper_table,
+    paper_figure,
     paper_heatmap,
-    paper_figure6,
     paper_pareto,
     paper_provenance,
     language_table,
     language_figure4,
+
+
+# The report's labels of each table (its caption: paper_table.rst, selected by the wildcard).
+PAPER_TABLE_LABELS = {
+    "table2": {"item": "Table 2", "reproduces": "HPO with / without public data"},
+    "table3": {"item": "Table 3", "reproduces": "random / oracle / ours, RERR"},
+    "table4": {
+        "item": "Table 4",
+        "reproduces": "architectures × datasets vs ε = ∞",
+    },
+    "table5": {"item": "Table 5", "reproduces": "distribution shift (zero-shot)"},
+    "table10": {
+        "item": "Table 10",
+        "reproduces": "Linear(2), Linear(3), Quadratic(3)",
+    },
+    "table11": {"item": "Table 11", "reproduces": "device hours, wall-clock"},
+    "table13": {"item": "Table 13", "reproduces": "marginal cost of the search"},
+    "table15": {
+        "item": "Table 15",
+        "reproduces": "ablations of six design choices",
+    },
+    "table16": {
+        "item": "Table 16",
+        "reproduces": "ε = 0.1, 1, ∞ next to prior work",
+    },
+    "dp_continual": {
+        "item": "DP continual pre-training",
+        "reproduces": "seed 003 in front of the linear scaling rule",
+    },
+}
+PAPER_FIGURE_LABELS = {
+    "figure3_r_vs_eps": {
+        "item": "Figure 3",
+        "reproduces": "r vs ε, linear scaling vs grid",
+    },
+    "figure6_r_vs_gap": {
+        "item": "Figure 6",
+        "reproduces": "r vs relative accuracy gap",
+    },
+}
 
 
 rule paper:
@@ -35,270 +68,75 @@ rule paper:
         language_outputs(),
 
 
-rule paper_table2:
+rule paper_table:
     input:
-        unpack(paper_table_inputs("table2")),
+        unpack(paper_table_inputs),
     output:
-        md="results/tables/table2.md",
-        csv="results/tables/table2.csv",
-        tex="results/tables/table2.tex",
+        md=layout.partial(layout.TABLE, ext="md"),
+        csv=layout.partial(layout.TABLE, ext="csv"),
+        tex=layout.partial(layout.TABLE, ext="tex"),
         html=report(
-            "results/tables/table2.html",
-            caption="../report/paper_table2.rst",
+            layout.partial(layout.TABLE, ext="html"),
+            caption="../report/paper_table.rst",
             category="Tables",
-            labels={"item": "Table 2", "reproduces": "HPO with / without public data"},
+            labels=lambda w: PAPER_TABLE_LABELS[w.table],
         ),
     log:
-        "results/logs/paper/table2.log",
+        layout.log(layout.JOB_PAPER, item="{table}"),
+    wildcard_constraints:
+        table="|".join(paper_plan.TABLES),
     conda:
         "../../envs/dphpo.yaml"
     params:
-        table="table2",
+        # which baselines run where: the job reads them here instead of importing the methods (torch)
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_table.py"
 
 
-rule paper_table3:
+# A table's evaluation that needs models and feature caches (Table 5: the released heads on shifted
+# test sets): its own job, a sealed record that the table job reads (the table job imports no torch).
+rule paper_evaluation:
     input:
-        unpack(paper_table_inputs("table3")),
+        paper_evaluation_inputs,
     output:
-        md="results/tables/table3.md",
-        csv="results/tables/table3.csv",
-        tex="results/tables/table3.tex",
-        html=report(
-            "results/tables/table3.html",
-            caption="../report/paper_table3.rst",
-            category="Tables",
-            labels={"item": "Table 3", "reproduces": "random / oracle / ours, RERR"},
-        ),
+        evaluation=layout.EVALUATION,
     log:
-        "results/logs/paper/table3.log",
+        layout.log(layout.JOB_PAPER, item="{name}"),
+    benchmark:
+        layout.benchmark(layout.JOB_PAPER, item="{name}")
+    wildcard_constraints:
+        name="|".join(paper_plan.EVALUATIONS.values()),
     conda:
         "../../envs/dphpo.yaml"
+    threads: 1
+    resources:
+        **rule_resources("paper_evaluation", mem_mb=8000, runtime=30),
     params:
-        table="table3",
+        method_jobs=METHOD_JOBS,
     script:
-        "../scripts/paper_table.py"
+        "../scripts/paper_evaluation.py"
 
 
-rule paper_table4:
+rule paper_figure:
     input:
-        unpack(paper_table_inputs("table4")),
-    output:
-        md="results/tables/table4.md",
-        csv="results/tables/table4.csv",
-        tex="results/tables/table4.tex",
-        html=report(
-            "results/tables/table4.html",
-            caption="../report/paper_table4.rst",
-            category="Tables",
-            labels={
-                "item": "Table 4",
-                "reproduces": "architectures × datasets vs ε = ∞",
-            },
-        ),
-    log:
-        "results/logs/paper/table4.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table4",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table5:
-    input:
-        unpack(paper_table_inputs("table5")),
-    output:
-        md="results/tables/table5.md",
-        csv="results/tables/table5.csv",
-        tex="results/tables/table5.tex",
-        html=report(
-            "results/tables/table5.html",
-            caption="../report/paper_table5.rst",
-            category="Tables",
-            labels={"item": "Table 5", "reproduces": "distribution shift (zero-shot)"},
-        ),
-    log:
-        "results/logs/paper/table5.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table5",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table10:
-    input:
-        unpack(paper_table_inputs("table10")),
-    output:
-        md="results/tables/table10.md",
-        csv="results/tables/table10.csv",
-        tex="results/tables/table10.tex",
-        html=report(
-            "results/tables/table10.html",
-            caption="../report/paper_table10.rst",
-            category="Tables",
-            labels={
-                "item": "Table 10",
-                "reproduces": "Linear(2), Linear(3), Quadratic(3)",
-            },
-        ),
-    log:
-        "results/logs/paper/table10.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table10",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table11:
-    input:
-        unpack(paper_table_inputs("table11")),
-    output:
-        md="results/tables/table11.md",
-        csv="results/tables/table11.csv",
-        tex="results/tables/table11.tex",
-        html=report(
-            "results/tables/table11.html",
-            caption="../report/paper_table11.rst",
-            category="Tables",
-            labels={"item": "Table 11", "reproduces": "device hours, wall-clock"},
-        ),
-    log:
-        "results/logs/paper/table11.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table11",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table13:
-    input:
-        unpack(paper_table_inputs("table13")),
-    output:
-        md="results/tables/table13.md",
-        csv="results/tables/table13.csv",
-        tex="results/tables/table13.tex",
-        html=report(
-            "results/tables/table13.html",
-            caption="../report/paper_table13.rst",
-            category="Tables",
-            labels={"item": "Table 13", "reproduces": "marginal cost of the search"},
-        ),
-    log:
-        "results/logs/paper/table13.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table13",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table15:
-    input:
-        unpack(paper_table_inputs("table15")),
-    output:
-        md="results/tables/table15.md",
-        csv="results/tables/table15.csv",
-        tex="results/tables/table15.tex",
-        html=report(
-            "results/tables/table15.html",
-            caption="../report/paper_table15.rst",
-            category="Tables",
-            labels={
-                "item": "Table 15",
-                "reproduces": "ablations of six design choices",
-            },
-        ),
-    log:
-        "results/logs/paper/table15.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table15",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_table16:
-    input:
-        unpack(paper_table_inputs("table16")),
-    output:
-        md="results/tables/table16.md",
-        csv="results/tables/table16.csv",
-        tex="results/tables/table16.tex",
-        html=report(
-            "results/tables/table16.html",
-            caption="../report/paper_table16.rst",
-            category="Tables",
-            labels={
-                "item": "Table 16",
-                "reproduces": "ε = 0.1, 1, ∞ next to prior work",
-            },
-        ),
-    log:
-        "results/logs/paper/table16.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="table16",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_dp_continual:
-    input:
-        unpack(paper_table_inputs("dp_continual")),
-    output:
-        md="results/tables/dp_continual.md",
-        csv="results/tables/dp_continual.csv",
-        tex="results/tables/dp_continual.tex",
-        html=report(
-            "results/tables/dp_continual.html",
-            caption="../report/paper_dp_continual.rst",
-            category="Tables",
-            labels={
-                "item": "DP continual pre-training",
-                "reproduces": "seed 003 in front of the linear scaling rule",
-            },
-        ),
-    log:
-        "results/logs/paper/dp_continual.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        table="dp_continual",
-    script:
-        "../scripts/paper_table.py"
-
-
-rule paper_figure3:
-    input:
-        paper_figure_inputs("figure3"),
+        paper_figure_inputs(None),
     output:
         figure=report(
-            "results/figures/figure3_r_vs_eps.png",
-            caption="../report/paper_figure3.rst",
+            layout.FIGURE,
+            caption="../report/paper_figure.rst",
             category="Figures",
-            labels={
-                "item": "Figure 3",
-                "reproduces": "r vs ε, linear scaling vs grid",
-            },
+            labels=lambda w: PAPER_FIGURE_LABELS[w.figure],
         ),
     log:
-        "results/logs/paper/figure3.log",
+        layout.log(layout.JOB_PAPER, item="{figure}"),
+    wildcard_constraints:
+        figure="|".join(paper_figures.SINGLE_FIGURES),
     conda:
         "../../envs/dphpo.yaml"
     params:
-        figure="figure3",
+        figure=lambda w: paper_figures.SINGLE_FIGURES[w.figure],
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 
@@ -308,7 +146,7 @@ rule paper_heatmap:
         paper_figure_inputs("heatmap"),
     output:
         figure=report(
-            "results/figures/heatmaps/{dataset}/{extractor}.png",
+            layout.HEATMAP,
             caption="../report/paper_heatmap.rst",
             category="Figures",
             labels={
@@ -317,31 +155,12 @@ rule paper_heatmap:
             },
         ),
     log:
-        "results/logs/paper/heatmap_{dataset}_{extractor}.log",
+        layout.log(layout.JOB_PAPER, item="heatmap_{dataset}_{extractor}"),
     conda:
         "../../envs/dphpo.yaml"
     params:
         figure="heatmap",
-    script:
-        "../scripts/paper_figure.py"
-
-
-rule paper_figure6:
-    input:
-        paper_figure_inputs("figure6"),
-    output:
-        figure=report(
-            "results/figures/figure6_r_vs_gap.png",
-            caption="../report/paper_figure6.rst",
-            category="Figures",
-            labels={"item": "Figure 6", "reproduces": "r vs relative accuracy gap"},
-        ),
-    log:
-        "results/logs/paper/figure6.log",
-    conda:
-        "../../envs/dphpo.yaml"
-    params:
-        figure="figure6",
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 
@@ -351,7 +170,7 @@ rule paper_pareto:
         paper_figure_inputs("pareto"),
     output:
         figure=report(
-            "results/figures/pareto/{dataset}.png",
+            layout.PARETO,
             caption="../report/paper_pareto.rst",
             category="Figures",
             labels={
@@ -360,11 +179,12 @@ rule paper_pareto:
             },
         ),
     log:
-        "results/logs/paper/pareto_{dataset}.log",
+        layout.log(layout.JOB_PAPER, item="pareto_{dataset}"),
     conda:
         "../../envs/dphpo.yaml"
     params:
         figure="pareto",
+        method_jobs=METHOD_JOBS,
     script:
         "../scripts/paper_figure.py"
 
@@ -373,9 +193,9 @@ rule paper_provenance:
     input:
         paper_all_results,
     output:
-        md="results/tables/provenance.md",
+        md=layout.table("provenance", "md"),
         html=report(
-            "results/tables/provenance.html",
+            layout.table("provenance", "html"),
             caption="../report/paper_provenance.rst",
             category="Provenance",
             labels={
@@ -384,7 +204,7 @@ rule paper_provenance:
             },
         ),
     log:
-        "results/logs/paper/provenance.log",
+        layout.log(layout.JOB_PAPER, item="provenance"),
     conda:
         "../../envs/dphpo.yaml"
     script:

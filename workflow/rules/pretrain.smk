@@ -5,16 +5,16 @@
 
 rule pretrain_public:
     output:
-        checkpoint="results/pretrained/{name}.pt",
+        checkpoint=layout.PRETRAINED_CHECKPOINT,
         summary=report(
-            "results/pretrained/{name}.json",
+            layout.PRETRAINED_RECORD,
             caption="../report/pretrain_public.rst",
             category="Public pretraining",
         ),
     log:
-        "results/logs/pretrain_public/{name}.log",
+        layout.log(layout.JOB_PRETRAIN),
     benchmark:
-        "results/benchmarks/pretrain_public/{name}.tsv"
+        layout.benchmark(layout.JOB_PRETRAIN)
     wildcard_constraints:
         name="[A-Za-z0-9_]+",
     conda:

@@ -13,24 +13,24 @@ rule table_linear_scaling:
             for dataset, extractor in STUDIES
             for f in method_results("linear_scaling", dataset, extractor)
         ],
-        references=[f"results/runs/{d}/{e}/nonprivate/result.json" for d, e in STUDIES],
+        references=nonprivate_results(),
     output:
-        md="results/tables/linear_scaling.md",
-        csv="results/tables/linear_scaling.csv",
+        md=layout.table("linear_scaling", "md"),
+        csv=layout.table("linear_scaling", "csv"),
         html=report(
-            "results/tables/linear_scaling.html",
+            layout.table("linear_scaling", "html"),
             caption="../report/linear_scaling_table.rst",
             category="Linear scaling rule",
             labels={"item": "Table", "shows": "accuracy at each total ε"},
         ),
         figure=report(
-            "results/figures/linear_scaling_accuracy_vs_eps.png",
+            layout.figure("linear_scaling_accuracy_vs_eps"),
             caption="../report/linear_scaling_figure.rst",
             category="Linear scaling rule",
             labels={"item": "Figure", "shows": "accuracy vs total ε"},
         ),
     log:
-        "results/logs/tables/linear_scaling.log",
+        layout.log(layout.JOB_TABLE, table="linear_scaling"),
     conda:
         "../../envs/dphpo.yaml"
     params:

@@ -7,11 +7,11 @@ rule linear_scaling_stage:
         features=features_h5,
         previous=previous_stage,
     output:
-        stage="results/runs/{dataset}/{extractor}/linear_scaling/{variant}/seed{seed}/stage{stage}.json",
+        stage=layout.STAGE,
     log:
-        "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.log",
+        layout.log(layout.JOB_STAGE),
     benchmark:
-        "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}.tsv"
+        layout.benchmark(layout.JOB_STAGE)
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
@@ -30,22 +30,13 @@ rule linear_scaling_final:
         features=features_h5,
         stages=all_stages,
     output:
-        results=expand(
-            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/result.json",
-            eps=EPS_LABELS,
-        ),
-        models=expand(
-            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/model.npz",
-            eps=EPS_LABELS,
-        ),
-        internal=expand(
-            "results/runs/{{dataset}}/{{extractor}}/linear_scaling/{{variant}}/seed{{seed}}/eps{eps}/internal.json",
-            eps=EPS_LABELS,
-        ),
+        results=run_outputs(layout.RESULT, "linear_scaling"),
+        models=run_outputs(layout.MODEL, "linear_scaling"),
+        internal=run_outputs(layout.INTERNAL, "linear_scaling"),
     log:
-        "results/logs/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.log",
+        layout.log(layout.JOB_FINAL),
     benchmark:
-        "results/benchmarks/linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final.tsv"
+        layout.benchmark(layout.JOB_FINAL)
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
@@ -55,6 +46,9 @@ rule linear_scaling_final:
         settings=lambda w: study.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
+        # the target ε of each output, in the order of the outputs: the script matches each result
+        # to its files by the result's own target ε
+        targets=TARGETS,
     script:
         "../scripts/linear_scaling_final.py"
 
@@ -63,13 +57,13 @@ rule nonprivate_reference:
     input:
         features=features_h5,
     output:
-        result="results/runs/{dataset}/{extractor}/nonprivate/result.json",
-        model="results/runs/{dataset}/{extractor}/nonprivate/model.npz",
-        internal="results/runs/{dataset}/{extractor}/nonprivate/internal.json",
+        result=layout.NONPRIVATE_RESULT,
+        model=layout.NONPRIVATE_MODEL,
+        internal=layout.NONPRIVATE_INTERNAL,
     log:
-        "results/logs/nonprivate/{dataset}/{extractor}.log",
+        layout.log(layout.JOB_NONPRIVATE),
     benchmark:
-        "results/benchmarks/nonprivate/{dataset}/{extractor}.tsv"
+        layout.benchmark(layout.JOB_NONPRIVATE)
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]

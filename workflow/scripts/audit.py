@@ -1,4 +1,4 @@
-"""results/tables/audit.{md,csv,json}: the empirical privacy audit of config `audit:`."""
+"""The audit table (md, csv, json): the empirical privacy audit of config `audit:`."""
 
 from dphpo import study
 from dphpo.audit.run import audits_from_config

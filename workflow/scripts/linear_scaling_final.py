@@ -4,6 +4,7 @@ from dphpo import study
 from dphpo.hpo import linear_scaling
 from dphpo.hpo.common import write_result
 from dphpo.io import read_json
+from dphpo.layout import files_by_target
 
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
@@ -21,7 +22,10 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
         stages=[read_json(p) for p in snakemake.input.stages],
     )
     out = snakemake.output
-    for result, result_path, model_path, internal_path in zip(results, out.results, out.models, out.internal):
+    # each result's files by its own target ε (params.targets: the ε of each output, in their order)
+    files = files_by_target(snakemake.params.targets, out.results, out.models, out.internal)
+    for result in results:
+        result_path, model_path, internal_path = files(result.target_eps)
         prov = study.provenance(
             cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
         )

@@ -1,9 +1,11 @@
-"""One figure of seed 000 (params.figure; heatmaps per study, Pareto fronts per dataset)."""
+"""One figure of seed 000 (params.figure; heatmaps per study, Pareto fronts per dataset). The rule
+passes the baselines' jobs (params.method_jobs): the job imports no torch."""
 
 import logging
 
 from dphpo.report import figures
 
 logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-figures.draw(snakemake.config, snakemake.params.figure, snakemake.output.figure, **dict(snakemake.wildcards.items()))
+where = {k: v for k, v in snakemake.wildcards.items() if k in ("dataset", "extractor")}
+figures.draw(snakemake.config, snakemake.params.figure, snakemake.output.figure, snakemake.params.method_jobs, **where)
 logging.info("%s written to %s", snakemake.params.figure, snakemake.output.figure)

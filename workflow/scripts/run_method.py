@@ -3,6 +3,7 @@
 from dphpo import study
 from dphpo.hpo import registry
 from dphpo.hpo.common import write_result
+from dphpo.layout import files_by_target
 
 wc = snakemake.wildcards
 cfg = study.variant_config(snakemake.config, wc.variant)
@@ -11,7 +12,10 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
     noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
     results = registry.run_method(wc.method, trainer, cfg, noise, progress=True)
     out = snakemake.output
-    for result, result_path, model_path, internal_path in zip(results, out.results, out.models, out.internal):
+    # each result's files by its own target ε (params.targets: the ε of each output, in their order)
+    files = files_by_target(snakemake.params.targets, out.results, out.models, out.internal)
+    for result in results:
+        result_path, model_path, internal_path = files(result.target_eps)
         prov = study.provenance(
             cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method=wc.method
         )

@@ -1,4 +1,4 @@
-"""results/tables/hpo_comparison.{md,csv,tex,html} and the accuracy-vs-ε figure of every method."""
+"""The HPO comparison table (md, csv, tex, html) and the accuracy-vs-ε figure of every method."""
 
 from dphpo import study
 from dphpo.report import comparison

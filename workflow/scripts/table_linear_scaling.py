@@ -1,4 +1,4 @@
-"""results/tables/linear_scaling.{md,csv,html} and the accuracy-vs-ε figure."""
+"""The linear scaling table (md, csv, html) and the accuracy-vs-ε figure."""
 
 from dphpo import study
 from dphpo.report import linear_scaling

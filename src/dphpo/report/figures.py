@@ -17,16 +17,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from dphpo.report.paper import DEFAULT, LS, Paper, Results, Source
+from dphpo.report.paper import Results
+from dphpo.report.plan import DEFAULT, LS, Paper, Source
 from dphpo.report.tables import as_float, mean_std
 from dphpo.report.plotting import eps_axis, pyplot, save_figure
 
 ORACLE = "grid_oracle"
+Jobs = Iterable[Sequence[str]] | None  # the jobs of rule run_method (dphpo.report.plan.Paper)
 FIGURES = ("figure3", "heatmap", "figure6", "pareto")
+# The figures of one file each (layout.FIGURE): file name -> figure (heatmaps and Pareto fronts: one
+# file per study or dataset, layout.HEATMAP and layout.PARETO)
+SINGLE_FIGURES = {"figure3_r_vs_eps": "figure3", "figure6_r_vs_gap": "figure6"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,9 +73,12 @@ def pareto_extractors(p: Paper, dataset: str) -> list[str]:
     return [e for d, e in p.studies if d == dataset and (chosen is None or e in chosen)]
 
 
-def sources(config: dict, figure: str, dataset: str | None = None, extractor: str | None = None) -> dict[str, Source]:
-    """Named sources of one figure (for a heatmap: of one study; for a Pareto figure: of one dataset)."""
-    p = Paper(config)
+def sources(
+    config: dict, figure: str, dataset: str | None = None, extractor: str | None = None, method_jobs: Jobs = None
+) -> dict[str, Source]:
+    """Named sources of one figure (for a heatmap: of one study; for a Pareto figure: of one dataset);
+    `method_jobs` as for `Paper` (the workflow passes them: the figure jobs import no torch)."""
+    p = Paper(config, method_jobs)
     if figure == "figure3":
         d, e = figure3_study(p)
         return {"ours": _all_targets(p, LS, d, e), "oracle": _all_targets(p, ORACLE, d, e)}
@@ -88,9 +96,11 @@ def sources(config: dict, figure: str, dataset: str | None = None, extractor: st
     raise ValueError(f"unknown figure {figure!r}; known: {', '.join(FIGURES)}")
 
 
-def inputs(config: dict, figure: str, dataset: str | None = None, extractor: str | None = None) -> list[str]:
+def inputs(
+    config: dict, figure: str, dataset: str | None = None, extractor: str | None = None, method_jobs: Jobs = None
+) -> list[str]:
     seen: dict[str, None] = {}
-    for src in sources(config, figure, dataset, extractor).values():
+    for src in sources(config, figure, dataset, extractor, method_jobs).values():
         for f in src.files:
             seen.setdefault(f, None)
     return list(seen)
@@ -159,9 +169,9 @@ def _wrap(text: str, width: int = 60) -> str:
     return "\n".join(textwrap.wrap(text, width))
 
 
-def draw_figure3(config: dict, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), pyplot()
-    src = sources(config, "figure3")
+def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> None:
+    p, res, plt = Paper(config, method_jobs), Results(), pyplot()
+    src = sources(config, "figure3", method_jobs=method_jobs)
     d, e = figure3_study(p)
     fig, (ax_r, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
     fig.suptitle(f"{d} × {e}: linear scaling vs grid search (seed 000, Fig. 3)", fontsize=11)
@@ -218,9 +228,9 @@ def draw_figure3(config: dict, path: str | Path) -> None:
     _save(fig, path)
 
 
-def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path) -> None:
+def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path, method_jobs: Jobs = None) -> None:
     res, plt = Results(), pyplot()
-    src = sources(config, "heatmap", dataset, extractor)
+    src = sources(config, "heatmap", dataset, extractor, method_jobs)
     oracle = by_target(res.many(src["oracle"]))
     ours = by_target(res.many(src["ours"]))
     n = max(1, len(oracle))
@@ -265,9 +275,9 @@ def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path) -
     _save(fig, path)
 
 
-def draw_figure6(config: dict, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), pyplot()
-    src = sources(config, "figure6")
+def draw_figure6(config: dict, path: str | Path, method_jobs: Jobs = None) -> None:
+    p, res, plt = Paper(config, method_jobs), Results(), pyplot()
+    src = sources(config, "figure6", method_jobs=method_jobs)
     d, e = figure6_study(p)
     oracle = by_target(res.many(src["oracle"]))
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -289,9 +299,9 @@ def draw_figure6(config: dict, path: str | Path) -> None:
     _save(fig, path)
 
 
-def draw_pareto(config: dict, dataset: str, path: str | Path) -> None:
-    p, res, plt = Paper(config), Results(), pyplot()
-    src = sources(config, "pareto", dataset)
+def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs = None) -> None:
+    p, res, plt = Paper(config, method_jobs), Results(), pyplot()
+    src = sources(config, "pareto", dataset, method_jobs=method_jobs)
     fig, (ax_acc, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
     fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (seed 000, Fig. 19/20)", fontsize=10)
     extractors = pareto_extractors(p, dataset)
@@ -327,14 +337,14 @@ def draw_pareto(config: dict, dataset: str, path: str | Path) -> None:
     _save(fig, path)
 
 
-def draw(config: dict, figure: str, path: str | Path, **wildcards: Any) -> None:
+def draw(config: dict, figure: str, path: str | Path, method_jobs: Jobs = None, **wildcards: Any) -> None:
     if figure == "figure3":
-        draw_figure3(config, path)
+        draw_figure3(config, path, method_jobs)
     elif figure == "heatmap":
-        draw_heatmap(config, wildcards["dataset"], wildcards["extractor"], path)
+        draw_heatmap(config, wildcards["dataset"], wildcards["extractor"], path, method_jobs)
     elif figure == "figure6":
-        draw_figure6(config, path)
+        draw_figure6(config, path, method_jobs)
     elif figure == "pareto":
-        draw_pareto(config, wildcards["dataset"], path)
+        draw_pareto(config, wildcards["dataset"], path, method_jobs)
     else:
         raise ValueError(f"unknown figure {figure!r}; known: {', '.join(FIGURES)}")

@@ -170,6 +170,11 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
     return [read_json(p) for p in paths]
 
 
+def selection_label(sel: dict) -> str:
+    rule = sel.get("rule", "?")
+    return f"{rule} ({'accounted' if sel.get('private', True) else 'non-private'})"
+
+
 def as_float(value: Any) -> float:
     """Numbers from result.json: JSON has no infinity, so it is stored as the string 'inf'."""
     if isinstance(value, str):
