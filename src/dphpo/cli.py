@@ -486,7 +486,7 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _audit(args: argparse.Namespace) -> int:
     from dphpo.audit import THREAT_MODELS
     from dphpo.audit.run import AuditSpec, check_spec_data, load_audit_data, run_audit
-    from dphpo.audit.table import audit_table, write_audit
+    from dphpo.report.audit import audit_table, write_audit
     from dphpo.io import check_writable
 
     models = THREAT_MODELS if args.threat_model == "both" else (args.threat_model,)

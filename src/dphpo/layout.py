@@ -7,6 +7,8 @@ Rules `expand` these templates (their `{wildcards}` are Snakemake's), library co
 
 from __future__ import annotations
 
+import math
+
 ROOT = "results"
 
 # public pretraining and feature caches
@@ -114,8 +116,6 @@ def files_by_target(targets, *outputs):
     """The files of a job's outputs for one target ε: `targets` are the ε the outputs were expanded
     over, in their order (a rule's `params`); the returned function takes a result's own target ε and
     gives its file of each output (a result whose ε no output has is refused, never written elsewhere)."""
-    import math
-
     targets = [float(t) for t in targets]
     if any(len(files) != len(targets) for files in outputs):
         raise ValueError(f"{len(targets)} target ε for outputs of {[len(f) for f in outputs]} files")

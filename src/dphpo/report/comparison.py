@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from dphpo.io import write_text
+from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 from dphpo.report.tables import (
-    PRIVATE_DESIGN_COLUMN,  # re-exported: the column that names those settings
     Table,
     apply_design_notes,
     as_float,
@@ -30,7 +30,6 @@ from dphpo.report.tables import (
     pct,
     private_design_keys,
 )
-from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 
 RANDOM = "random_search"
 ORACLE = "grid_oracle"

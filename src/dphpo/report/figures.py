@@ -15,16 +15,18 @@ A panel whose data the config cannot produce says what it needs instead of faili
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from dphpo.report.paper import Results
 from dphpo.report.plan import DEFAULT, LS, Paper, Source
-from dphpo.report.tables import as_float, mean_std
 from dphpo.report.plotting import eps_axis, pyplot, save_figure
+from dphpo.report.tables import as_float, mean_std
 
 ORACLE = "grid_oracle"
 Jobs = Iterable[Sequence[str]] | None  # the jobs of rule run_method (dphpo.report.plan.Paper)
@@ -164,8 +166,6 @@ def _missing(ax, *needs: str | None) -> None:
 
 
 def _wrap(text: str, width: int = 60) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
 
 
@@ -220,7 +220,7 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
             eps = list(results)
             ms = [mean_std([r["test_accuracy"] for r in v]) for v in results.values()]
             ax_acc.errorbar(eps, [100 * m for m, _ in ms], yerr=[100 * s for _, s in ms], marker="o", capsize=3, color=color, label=label)
-        eps_axis(ax_acc, [e for results in (ours, oracle) for e in results], "total target ε (δ = %g)" % p.delta)
+        eps_axis(ax_acc, [e for results in (ours, oracle) for e in results], f"total target ε (δ = {p.delta:g})")
         ax_acc.set_ylabel("test accuracy (%)")
         ax_acc.grid(alpha=0.3)
         ax_acc.legend(fontsize=8)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std, pct
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
+from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std, pct
 
 #: ε of one seed's run, everything composed; ∞ when the selection was not private
 TOTAL_EPS = "total ε (incl. search) per run"

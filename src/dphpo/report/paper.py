@@ -13,9 +13,10 @@ own setting (same dataset and extractor name as in config/paper.yaml); it is a r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

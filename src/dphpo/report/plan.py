@@ -11,8 +11,9 @@ Torch-free: the workflow's parse step and the table jobs import it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from dphpo import layout
 

@@ -6,7 +6,8 @@ never from the path they were read from.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from dphpo.io import read_json
 from dphpo.report.tables import Table, as_float, label_key, selection_label
@@ -48,11 +49,11 @@ def provenance_table(paths: Iterable[str]) -> Table:
                     40,
                 ),
                 "selection": distinct((selection_label(r.get("selection") or {}) for r in results), 60),
-                "config sha256": distinct((pv.get("config_hash") for pv in prov)),
+                "config sha256": distinct(pv.get("config_hash") for pv in prov),
                 # keyed MACs (dphpo.privacy.randomness.NoiseScope.mac): a plain hash of private data is a
                 # membership oracle; the key's holder can still check which data made a result
-                "feature cache MAC": distinct((c.get("content_sha256_mac") for c in cache)),
-                "dataset MAC": distinct((c.get("dataset_checksum_mac") for c in cache)),
+                "feature cache MAC": distinct(c.get("content_sha256_mac") for c in cache),
+                "dataset MAC": distinct(c.get("dataset_checksum_mac") for c in cache),
                 "extractor's private pre-training": distinct(
                     (_upstream_label(c.get("upstream_privacy")) for c in cache), 60
                 ),

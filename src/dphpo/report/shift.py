@@ -8,7 +8,7 @@ training data: it costs no privacy. Which models and test sets: `dphpo.report.pl
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
