@@ -18,7 +18,7 @@ rule linear_scaling_stage:
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
     script:
@@ -52,7 +52,7 @@ rule linear_scaling_final:
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
     script:
@@ -76,7 +76,7 @@ rule nonprivate_reference:
     resources:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, "default", w.extractor, w.dataset
         ),
     script:

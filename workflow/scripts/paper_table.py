@@ -1,7 +1,7 @@
 """One table of seed 000 (params.table) from result files: Markdown, CSV, LaTeX and HTML.
 
 Plain `logging` to the job log: these jobs read JSON only and stay free of the torch import
-(dphpo.study.job_log) that would dominate their runtime.
+(dphpo.studies.jobs.job_log) that would dominate their runtime.
 """
 
 import logging

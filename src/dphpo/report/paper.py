@@ -1115,9 +1115,9 @@ def _accuracy(weights: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
 
 def _shift_test_set(p: Paper, dataset: str, extractor: str, label_map: dict | None, features: str, train_dataset: str):
     """Test features of `dataset` prepared as the training study's were, labels mapped to the train classes."""
-    from dphpo import study
+    from dphpo.studies import trainers
 
-    prepared = study.load_features(p.config, features, dataset, extractor)
+    prepared = trainers.load_features(p.config, features, dataset, extractor)
     x = prepared.x_test.cpu().numpy()
     y = prepared.y_test.cpu().numpy()
     if not label_map:
