@@ -73,6 +73,14 @@ for _study in study_config.language_studies(config):
             "../scripts/language_method.py"
 
 
+# The per-study rules stand for one rule, `language_method`: its cluster settings (`--set-resources
+# language_method:...`, profiles/slurm) apply to each of them, a per-study setting on top.
+_overwrite = workflow.resource_settings._parsed_overwrite_resources
+for _rule in workflow.rules:
+    if _rule.name.startswith("language_method_"):
+        _rule.resources.update(_overwrite.get("language_method", {}))
+        _rule.resources.update(_overwrite.get(_rule.name, {}))
+
 rule language_nonprivate:
     input:
         unpack(language_source),
