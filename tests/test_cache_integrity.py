@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import yaml
 
-from dphpo import study
 from dphpo.errors import FeatureCacheError, OutputFileError
 from dphpo.features import FORMAT_VERSION, build_feature_cache, load_feature_cache, read_cache_attrs
 from dphpo.hpo import nonprivate
-from dphpo.hpo.common import write_result
 from dphpo.io import SEAL_KEY, TMP_SUFFIX, atomic_path, read_json, remove_orphan_temporaries, write_json
 from dphpo.report import comparison, linear_scaling
+from dphpo.studies import config as study_config
+from dphpo.studies import trainers, writer
 
 TINY = Path(__file__).resolve().parent / "configs" / "tiny.yaml"
 
@@ -44,7 +44,7 @@ def cache(digits, tmp_path):
 
 def test_intact_cache_loads(cache):
     config, path = cache
-    prepared = study.load_features(config, path, "digits", "raw")
+    prepared = trainers.load_features(config, path, "digits", "raw")
     assert prepared.num_classes == 10 and read_cache_attrs(path)["format_version"] == FORMAT_VERSION
 
 
@@ -56,7 +56,7 @@ def test_edited_result_attribute_is_refused(cache, key, value):
     with h5py.File(path, "a") as f:
         f.attrs[key] = value
     with pytest.raises(FeatureCacheError, match=rf"corrupt feature cache {path}: content sha256 .*{key}"):
-        study.load_features(config, path, "digits", "raw")
+        trainers.load_features(config, path, "digits", "raw")
 
 
 def test_edited_array_is_refused(cache):
@@ -64,7 +64,7 @@ def test_edited_array_is_refused(cache):
     with h5py.File(path, "a") as f:
         f["test/labels"][0] = (f["test/labels"][0] + 1) % 10
     with pytest.raises(FeatureCacheError, match=rf"corrupt feature cache {path}: content sha256"):
-        study.load_features(config, path, "digits", "raw")
+        trainers.load_features(config, path, "digits", "raw")
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.95])
@@ -73,7 +73,7 @@ def test_truncated_cache_is_refused(cache, keep):
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep)])
     with pytest.raises(FeatureCacheError, match=rf"corrupt feature cache {path}.*delete it and rerun"):
-        study.load_features(config, path, "digits", "raw")
+        trainers.load_features(config, path, "digits", "raw")
 
 
 def test_cache_of_an_older_format_says_so(cache):
@@ -91,11 +91,11 @@ def test_cache_of_an_older_format_says_so(cache):
 def result_file(digits, tmp_path_factory):
     """A real result.json (non-private reference on the digits cache) and its record."""
     config, path = digits
-    trainer = study.load_trainer(config, path, "digits", "raw")
-    result = nonprivate.run(trainer, study.search_space(config), progress=False)
+    trainer, _ = trainers.build_trainer(config, {"dataset": "digits", "extractor": "raw"}, path)
+    result = nonprivate.run(trainer, study_config.search_space(config), progress=False)
     out = tmp_path_factory.mktemp("runs")
-    prov = study.provenance(config, trainer, result, dataset="digits", extractor="raw")
-    write_result(result, out / "result.json", out / "model.npz", prov, out / "internal.json")
+    prov = writer.provenance(config, trainer, result, dataset="digits", extractor="raw")
+    writer.write_result(result, out / "result.json", out / "model.npz", prov, out / "internal.json")
     return out / "result.json"
 
 

@@ -70,7 +70,7 @@ def test_a_cluster_job_loads_the_same_config_as_the_main_process(tmp_path):
     # and not the hash of the embedded default merged under the tiny config
     merged = yaml.safe_load((REPO / "config" / "config.yaml").read_text()) | yaml.safe_load(TINY.read_text())
     from dphpo.provenance import config_hash
-    from dphpo.study import variant_config
+    from dphpo.studies.config import variant_config
 
     assert job_stage["provenance"]["config_hash"] != config_hash(variant_config(merged, "default"))
 

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dphpo import study
 from dphpo.data import load_dataset
 from dphpo.errors import ConfigError, DatasetError, FeatureCacheError
 from dphpo.features import build_feature_cache
 from dphpo.io import write_json
 from dphpo.resume import OWNER, _start_time, release_stale_lock
+from dphpo.studies import config as study_config
+from dphpo.studies import trainers
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
@@ -63,7 +64,7 @@ BAD_CONFIGS = [
 def test_bad_config_is_refused_naming_the_key(edit, expected):
     # the function the workflow runs at parse time (common.smk), before any job
     with pytest.raises(ConfigError) as err:
-        study.validate_config(tiny_config(**edit), SCHEMA)
+        study_config.validate_config(tiny_config(**edit), SCHEMA)
     for text in expected:
         assert text in str(err.value)
 
@@ -81,9 +82,9 @@ def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
 def test_valid_variant_and_steps_range_still_pass():
     cfg = tiny_config(search_space={"eta": {"min": 0.01, "max": 2.0}, "steps": {"min": 5, "max": 40}},
                       **_variant(training={"clip_norm": 0.5}))
-    study.validate_config(cfg, SCHEMA)
-    assert study.search_space(study.variant_config(cfg, "v1")).steps == tuple(range(5, 41))
-    assert study.train_settings(study.variant_config(cfg, "v1")).clip_norm == 0.5
+    study_config.validate_config(cfg, SCHEMA)
+    assert study_config.search_space(study_config.variant_config(cfg, "v1")).steps == tuple(range(5, 41))
+    assert study_config.trainer_settings(study_config.variant_config(cfg, "v1")).clip_norm == 0.5
 
 
 def test_download_false_is_passed_to_the_loader(tmp_path):
@@ -97,26 +98,26 @@ def test_download_false_is_passed_to_the_loader(tmp_path):
 
 def test_dataset_options_enter_the_run_settings_hash():
     cfg = tiny_config()
-    before = study.run_settings_hash(cfg, "default", "raw", "digits")
+    before = study_config.run_settings_hash(cfg, "default", "raw", "digits")
     changed = tiny_config(datasets={"digits": {"max_train": 500}})
-    assert study.run_settings_hash(changed, "default", "raw", "digits") != before
+    assert study_config.run_settings_hash(changed, "default", "raw", "digits") != before
     # another dataset's options do not concern this study
     other = tiny_config(datasets={"mnist": {"max_train": 500}})
-    assert study.run_settings_hash(other, "default", "raw", "digits") == before
+    assert study_config.run_settings_hash(other, "default", "raw", "digits") == before
 
 
 def test_load_features_refuses_a_cache_of_other_dataset_options(tmp_path):
     built = tiny_config(data_dir=str(tmp_path / "data"), datasets={"digits": {"max_train": 300}})
     path = tmp_path / "digits_raw.h5"
     build_feature_cache("digits", "raw", built, path, progress=False)
-    assert study.load_features(built, path, "digits", "raw").n_train == 300
+    assert trainers.load_features(built, path, "digits", "raw").n_train == 300
     now = tiny_config(data_dir=str(tmp_path / "data"), datasets={"digits": {"max_train": 200}})
     with pytest.raises(FeatureCacheError, match=r"'max_train' expected 200, found 300"):
-        study.load_features(now, path, "digits", "raw")
+        trainers.load_features(now, path, "digits", "raw")
     edited = tiny_config(data_dir=str(tmp_path / "data"), datasets=built["datasets"],
                          extractors={"raw": {"kind": "raw", "batch_size": 64}})
     with pytest.raises(FeatureCacheError, match="'extractor_spec'"):
-        study.load_features(edited, path, "digits", "raw")
+        trainers.load_features(edited, path, "digits", "raw")
 
 
 @pytest.mark.slow
@@ -148,11 +149,11 @@ def test_truncated_mnist_gz_names_the_file(tmp_path):
 def test_variant_config_refuses_overrides_of_shared_keys():
     cfg = tiny_config(variants={"a": {"seeds": [3]}, "b": {"privacy": {"target_eps": [2]}}, "c": []})
     with pytest.raises(ConfigError, match="variants.a: seeds"):
-        study.variant_config(cfg, "a")
+        study_config.variant_config(cfg, "a")
     with pytest.raises(ConfigError, match="variants.b: privacy.target_eps"):
-        study.variant_config(cfg, "b")
+        study_config.variant_config(cfg, "b")
     with pytest.raises(ConfigError, match="variants.c must be a mapping"):
-        study.variant_config(cfg, "c")
+        study_config.variant_config(cfg, "c")
 
 
 # --- resuming after kill -9: the lock of a killed run ------------------------------------------

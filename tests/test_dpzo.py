@@ -52,7 +52,7 @@ def test_dpzo_direction_does_not_depend_on_data():
 
 
 def test_dpzo_trainer_runs_trials():
-    from dphpo.tasks.registry import run_accountant
+    from dphpo.studies.trainers import run_accountant
 
     task = TinyTask(n=30)
     s = DPZOSettings(batch_size=10)

@@ -121,7 +121,7 @@ def test_trainer_protocol_outcome_and_accounting_match_prv_accountant():
     from prv_accountant import PRVAccountant
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
 
-    from dphpo.tasks.registry import run_accountant
+    from dphpo.studies.trainers import run_accountant
 
     task = TinyTask(n=40)
     s = FinetuneSettings(batch_size=8)

@@ -148,7 +148,7 @@ def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     from dphpo.data.overlap import load_texts
     from dphpo.data.text import load_text, overlapping_parts
     from dphpo.errors import ConfigError
-    from dphpo.tasks.registry import check_study
+    from dphpo.studies.config import check_language_study
 
     full = load_text({"name": "tweets"})
     a, b = load_text({"name": "tweets", "partition": [0, 2]}), load_text({"name": "tweets", "partition": [1, 2]})
@@ -163,4 +163,4 @@ def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     config = {"language": {"pretrain": {"lm": {"data": public}}}, "privacy": {"delta": 1e-5, "target_eps": [1]}}
     spec = {"name": "s", "task": "causal_lm", "model": {"pretrain": "lm"}, "data": {"name": "tweets", "max_train": 100}, "methods": []}
     with pytest.raises(ConfigError, match="language.studies.s.data: the public pretraining corpus of 'lm' includes 'tweets'"):
-        check_study(config, spec)
+        check_language_study(config, spec)

@@ -10,14 +10,14 @@ import pytest
 from prv_accountant import PRVAccountant
 from prv_accountant.privacy_random_variables import GaussianMechanism, PoissonSubsampledGaussianMechanism
 
-from dphpo import study
 from dphpo.errors import ConfigError
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo import random_search
-from dphpo.hpo.common import LinearHeadTrainer, write_result
+from dphpo.hpo.common import LinearHeadTrainer
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
+from dphpo.studies import writer
 from dphpo.train.protocol import PrivateTrainer, best_index
 from conftest import noise_scope
 
@@ -81,8 +81,8 @@ def test_provenance_names_the_accountant_each_variant_really_used(digits_feature
     cfg = variant(**sections)
     trainer = LinearHeadTrainer.from_config(digits_features, cfg)
     (result,) = run_linear_scaling(trainer, cfg)
-    prov = study.provenance(cfg, trainer, result, noise=noise_scope(0))
-    write_result(result, tmp_path / "result.json", tmp_path / "model.npz", prov, tmp_path / "internal.json")
+    prov = writer.provenance(cfg, trainer, result, noise=noise_scope(0))
+    writer.write_result(result, tmp_path / "result.json", tmp_path / "model.npz", prov, tmp_path / "internal.json")
     acc = read_json(tmp_path / "result.json")["provenance"]["accountant"]
     assert acc["name"] == name and acc["delta"] == DELTA and acc["sample_rate"] == sample_rate
     assert acc["ledger_total"] == ("gdp_closed_form" if name == "gdp" else "rdp")

@@ -15,9 +15,10 @@ import yaml
 
 from conftest import noise_scope
 from dphpo.hpo import registry
-from dphpo.hpo.common import INTERNAL_NOTICE, LinearHeadTrainer, release_record, write_result
+from dphpo.hpo.common import INTERNAL_NOTICE, LinearHeadTrainer, release_record
 from dphpo.io import read_json
 from dphpo.privacy.randomness import ENV_VAR, NoiseKey, load_key, public_seed
+from dphpo.studies.writer import write_result
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
 from test_baselines import CONFIG
 

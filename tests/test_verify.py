@@ -10,8 +10,9 @@ import yaml
 from conftest import noise_scope
 from dphpo.cli import main
 from dphpo.hpo import registry
-from dphpo.hpo.common import LinearHeadTrainer, write_result
+from dphpo.hpo.common import LinearHeadTrainer
 from dphpo.io import SEAL_KEY, seal
+from dphpo.studies.writer import write_result
 from dphpo.verify import expected_hashes, gdp_eps, verify_tree
 from test_baselines import CONFIG
 
@@ -123,22 +124,23 @@ def _validated(cfg: dict) -> dict:
 
 
 def test_a_result_of_other_settings_is_refused_naming_the_keys(tmp_path):
-    from dphpo import study
     from dphpo.errors import OutputFileError
     from dphpo.io import write_json
+    from dphpo.studies import config as study_config
+    from dphpo.studies import writer
 
     cfg = _validated(yaml.safe_load(TINY.read_text()))
-    prov = study.provenance(cfg, dataset="digits", extractor="raw", variant="default")
-    assert prov["settings_hash"] == study.run_settings_hash(cfg, "default", "raw", "digits")  # = the rule's params
+    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default")
+    assert prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits")  # = the rule's params
     path = tmp_path / "result.json"
     write_json(path, {"method": "x", "provenance": prov})
-    study.check_inputs([path], cfg)  # the same settings: accepted
+    study_config.check_inputs([path], cfg)  # the same settings: accepted
     other = copy.deepcopy(cfg)
     other["training"]["clip_norm"] = 0.5
     other["seeds"] = [0, 1, 2, 3]  # not a run setting: no reason to refuse
     with pytest.raises(OutputFileError, match=r"result.json was computed with other settings .*training\.clip_norm differ"):
-        study.check_inputs([path], other)
+        study_config.check_inputs([path], other)
     unstamped = tmp_path / "old.json"
     write_json(unstamped, {"method": "x", "provenance": {"config_hash": "abc"}})
     with pytest.raises(OutputFileError, match="records no settings_hash"):
-        study.check_inputs([unstamped], cfg)
+        study_config.check_inputs([unstamped], cfg)

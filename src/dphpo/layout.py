@@ -127,3 +127,16 @@ def files_by_target(targets, *outputs):
         return tuple(str(f[found[0]]) for f in outputs)
 
     return files
+
+
+# --------------------------------------------------------------------------------------------
+# the language studies (language.studies[]; dphpo.studies): public inputs, then one run directory
+# per study × method × seed × target ε, as for the vision runs (a job writes every ε of the study)
+LANGUAGE_RUN_DIR = "results/language/{study}/{method}/seed{seed}/eps{eps}"
+LANGUAGE_RESULT = LANGUAGE_RUN_DIR + "/result.json"  # the release
+LANGUAGE_MODEL = LANGUAGE_RUN_DIR + "/model.pt"  # the released model
+LANGUAGE_INTERNAL = LANGUAGE_RUN_DIR + "/internal.json"  # NOT FOR PUBLICATION
+# the non-private reference of a language study (ε = ∞)
+LANGUAGE_NONPRIVATE_RESULT = "results/language/{study}/nonprivate/result.json"
+LANGUAGE_NONPRIVATE_MODEL = "results/language/{study}/nonprivate/model.pt"
+LANGUAGE_NONPRIVATE_INTERNAL = "results/language/{study}/nonprivate/internal.json"

@@ -225,13 +225,13 @@ def expected_hashes(config_path: str | Path) -> dict[str, str]:
     import yaml
     from snakemake.utils import validate
 
-    from dphpo import study
     from dphpo.provenance import config_hash
+    from dphpo.studies import config as study_config
 
     config = yaml.safe_load(Path(config_path).read_text())
     schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
     validate(config, schema=str(schema))  # fills defaults as the workflow does
-    return {v: config_hash(study.variant_config(copy.deepcopy(config), v)) for v in [study.DEFAULT_VARIANT, *config.get("variants", {})]}
+    return {v: config_hash(study_config.variant_config(copy.deepcopy(config), v)) for v in [study_config.DEFAULT_VARIANT, *config.get("variants", {})]}
 
 
 def verify_tree(root: str | Path, config_path: str | Path | None = None) -> tuple[list[Check], dict[str, Any]]:

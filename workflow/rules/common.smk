@@ -5,7 +5,9 @@ import os
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from dphpo import layout, study
+from dphpo import layout
+from dphpo.provenance import config_hash
+from dphpo.studies import config as study_config
 from dphpo.errors import DPHPOError
 from dphpo.features.build import dataset_options
 from dphpo.hpo import registry
@@ -20,13 +22,13 @@ if _released:
 
 try:
     # the schema (defaults filled in), each variant merged over the base config, then the
-    # cross-checks (budgets, baselines, pretraining): all before any job
-    study.validate_config(
+    # cross-checks (budgets, baselines, pretraining, language studies): all before any job
+    study_config.validate_config(
         config,
         # relative to this file, so that the workflow also validates when used as a module
         os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml"),
     )
-    TARGETS = study.target_eps(config)
+    TARGETS = study_config.target_eps(config)
     EPS_LABELS = [layout.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
@@ -156,8 +158,8 @@ def stage_json(wildcards, stage):
 
 
 def all_stages(wildcards):
-    cfg = study.variant_config(config, wildcards.variant)
-    n_stages = len(study.linear_scaling_config(cfg).stage_eps)
+    cfg = study_config.variant_config(config, wildcards.variant)
+    n_stages = len(study_config.linear_scaling_config(cfg).stage_eps)
     return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]
 
 
@@ -233,31 +235,49 @@ def paper_all_results(wildcards):
     return list(files)
 
 
-# The language studies (language.smk): inputs, settings hashes and the tables of seed 000 §5.4-5.5.
-from dphpo.tasks import registry as language
+# The language studies (language.smk): inputs, settings hashes and the tables of seed 000 §5.4-5.5
+# (validated with the rest of the config by study_config.validate_config above).
 from dphpo.report import language as language_report
-
-try:
-    for _spec in language.studies(config).values():
-        language.check_study(config, _spec)
-except DPHPOError as err:
-    raise WorkflowError(f"invalid config: {err}") from None
 
 
 def language_source(wildcards):
-    return language.source_of(config, language.study_spec(config, wildcards.study))
+    return study_config.language_source(
+        config, study_config.language_study(config, wildcards.study)
+    )
+
+
+def language_study_source(name):
+    """Input function of the jobs of language study `name` (its cache or pretrained LM)."""
+    spec = study_config.language_study(config, name)
+    return lambda wildcards: study_config.language_source(config, spec)
+
+
+def language_run_files(template, name):
+    """`template` (dphpo.layout LANGUAGE_RESULT, _MODEL, _INTERNAL) for every target eps of study `name`."""
+    targets = study_config.language_targets(
+        config, study_config.language_study(config, name)
+    )
+    return expand(
+        template,
+        study=name,
+        eps=[layout.eps_label(e) for e in targets],
+        allow_missing=True,
+    )
 
 
 def language_cache_settings(name):
-    spec = language.study_spec(config, name)
+    spec = study_config.language_study(config, name)
     return {"model": spec["model"], "data": spec["data"]}
 
 
 def language_settings_hash(name):
     """What a language job computes from: its study entry and the shared sections it merges over."""
-    spec = language.study_spec(config, name)
-    return study.config_hash(
-        {"study": spec, "base": {k: config.get(k) for k in study.RUN_SETTINGS_KEYS}}
+    spec = study_config.language_study(config, name)
+    return config_hash(
+        {
+            "study": spec,
+            "base": {k: config.get(k) for k in study_config.RUN_SETTINGS_KEYS},
+        }
     )
 
 

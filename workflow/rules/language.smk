@@ -1,15 +1,16 @@
 # The language half of seed 000 (§5.4-5.5): DP fine-tuning and DP-ZO under the linear scaling rule.
 # Studies are config `language.studies`; each job runs one HPO method of dphpo.hpo on one study and
-# seed for every target eps of the study (trials one after another inside the job).
+# seed for every target eps of the study (trials one after another inside the job) and writes one
+# result.json (+ model, + internal log) per target eps (dphpo.layout, language section).
 
 
 rule language_pretrain:
     output:
-        checkpoint="results/language/pretrained/{name}.pt",
+        checkpoint=layout.LANGUAGE_PRETRAINED,
     log:
-        "results/logs/language/pretrain/{name}.log",
+        layout.log("language/pretrain/{name}"),
     benchmark:
-        "results/benchmarks/language/pretrain/{name}.tsv"
+        layout.benchmark("language/pretrain/{name}")
     wildcard_constraints:
         name="[A-Za-z0-9_]+",
     conda:
@@ -25,11 +26,11 @@ rule language_pretrain:
 
 rule language_cache:
     output:
-        cache="results/language/cache/{study}.h5",
+        cache=layout.LANGUAGE_CACHE,
     log:
-        "results/logs/language/cache/{study}.log",
+        layout.log("language/cache/{study}"),
     benchmark:
-        "results/benchmarks/language/cache/{study}.tsv"
+        layout.benchmark("language/cache/{study}")
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]
@@ -41,39 +42,57 @@ rule language_cache:
         "../scripts/language_cache.py"
 
 
-rule language_method:
-    input:
-        unpack(language_source),
-    output:
-        results="results/language/{study}/{method}/seed{seed}/results.json",
-        models=directory("results/language/{study}/{method}/seed{seed}/models"),
-        internal="results/language/{study}/{method}/seed{seed}/internal.json",
-    log:
-        "results/logs/language/{study}/{method}/seed{seed}.log",
-    benchmark:
-        "results/benchmarks/language/{study}/{method}/seed{seed}.tsv"
-    wildcard_constraints:
-        method="|".join(language.METHODS),
-    conda:
-        "../../envs/dphpo.yaml"
-    threads: config["threads"]["train"]
-    resources:
-        **rule_resources("language_method", gpu=1, mem_mb=16000, runtime=240),
-    params:
-        settings=lambda w: language_settings_hash(w.study),
-    script:
-        "../scripts/language_method.py"
+# One rule per study: its outputs are the study's own target eps (overrides.privacy.target_eps),
+# one result.json, model and internal log each, all written by the one job.
+for _study in study_config.language_studies(config):
+
+    rule:
+        name:
+            f"language_method_{_study}"
+        input:
+            unpack(language_study_source(_study)),
+        output:
+            results=language_run_files(layout.LANGUAGE_RESULT, _study),
+            models=language_run_files(layout.LANGUAGE_MODEL, _study),
+            internal=language_run_files(layout.LANGUAGE_INTERNAL, _study),
+        log:
+            layout.log(f"language/{_study}/{{method}}/seed{{seed}}"),
+        benchmark:
+            layout.benchmark(f"language/{_study}/{{method}}/seed{{seed}}")
+        wildcard_constraints:
+            method="|".join(study_config.LANGUAGE_METHODS),
+        conda:
+            "../../envs/dphpo.yaml"
+        threads: config["threads"]["train"]
+        resources:
+            **rule_resources("language_method", gpu=1, mem_mb=16000, runtime=240),
+        params:
+            study=_study,
+            settings=language_settings_hash(_study),
+        script:
+            "../scripts/language_method.py"
+
+
+# The per-study rules stand for one rule, `language_method`: its cluster settings (`--set-resources
+# language_method:...`, profiles/slurm) apply to each of them, a per-study setting on top.
+_overwrite = workflow.resource_settings._parsed_overwrite_resources
+for _rule in workflow.rules:
+    if _rule.name.startswith("language_method_"):
+        _rule.resources.update(_overwrite.get("language_method", {}))
+        _rule.resources.update(_overwrite.get(_rule.name, {}))
 
 
 rule language_nonprivate:
     input:
         unpack(language_source),
     output:
-        result="results/language/{study}/nonprivate/result.json",
+        result=layout.LANGUAGE_NONPRIVATE_RESULT,
+        model=layout.LANGUAGE_NONPRIVATE_MODEL,
+        internal=layout.LANGUAGE_NONPRIVATE_INTERNAL,
     log:
-        "results/logs/language/{study}/nonprivate.log",
+        layout.log("language/{study}/nonprivate"),
     benchmark:
-        "results/benchmarks/language/{study}/nonprivate.tsv"
+        layout.benchmark("language/{study}/nonprivate")
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
@@ -89,24 +108,24 @@ rule language_table:
     input:
         language_table_inputs,
     output:
-        md="results/tables/{table}.md",
-        csv="results/tables/{table}.csv",
-        tex="results/tables/{table}.tex",
+        md=layout.partial(layout.TABLE, ext="md"),
+        csv=layout.partial(layout.TABLE, ext="csv"),
+        tex=layout.partial(layout.TABLE, ext="tex"),
         html=report(
-            "results/tables/{table}.html",
+            layout.partial(layout.TABLE, ext="html"),
             caption="../report/language_table.rst",
             category="Tables (language)",
             labels={"item": "{table}"},
         ),
     log:
-        "results/logs/paper/{table}.log",
+        layout.log("paper/{table}"),
     wildcard_constraints:
         table="|".join(language_report.TABLES),
     conda:
         "../../envs/dphpo.yaml"
     params:
         # Tables 17-19 read the config alone: a changed language section must rewrite them
-        settings=lambda w: study.config_hash(config.get("language")),
+        settings=lambda w: config_hash(config.get("language")),
     script:
         "../scripts/language_table.py"
 
@@ -116,12 +135,12 @@ rule language_figure4:
         lambda w: language_report.inputs(config, "figure4"),
     output:
         figure=report(
-            "results/figures/figure4_language_pareto.png",
+            layout.figure(language_report.FIGURE4),
             caption="../report/language_figure4.rst",
             category="Figures (language)",
         ),
     log:
-        "results/logs/paper/figure4.log",
+        layout.log("paper/figure4"),
     conda:
         "../../envs/dphpo.yaml"
     script:

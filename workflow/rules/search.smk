@@ -18,7 +18,7 @@ rule linear_scaling_stage:
     resources:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
     script:
@@ -43,7 +43,7 @@ rule linear_scaling_final:
     resources:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
         # the target ε of each output, in the order of the outputs: the script matches each result
@@ -70,7 +70,7 @@ rule nonprivate_reference:
     resources:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),
     params:
-        settings=lambda w: study.run_settings_hash(
+        settings=lambda w: study_config.run_settings_hash(
             config, "default", w.extractor, w.dataset
         ),
     script:

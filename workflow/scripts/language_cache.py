@@ -1,10 +1,10 @@
 """Cache the frozen bottom's hidden states of a classification study (one pass over its texts)."""
 
-from dphpo import study
-from dphpo.tasks import registry
+from dphpo.studies import config as study_config
+from dphpo.studies import jobs
 from dphpo.tasks.classification import write_hidden_cache
 
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    spec = registry.study_spec(snakemake.config, snakemake.wildcards.study)
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
+    spec = study_config.language_study(snakemake.config, snakemake.wildcards.study)
     attrs = write_hidden_cache(snakemake.output.cache, spec, progress=True)
     log.info("cached layer input %d of %s: %s", attrs["num_hidden_layers"] - attrs["train_layers"], spec["name"], attrs["content_sha256"])

@@ -1,13 +1,12 @@
-"""One HPO method on one language study and seed, every target eps of the study in one job."""
+"""One HPO method on one language study and seed, every target eps of the study in one job (one
+result.json, model and internal log per target eps, in the study's order)."""
 
-from dphpo import study
-from dphpo.tasks import registry
+from dphpo.studies import jobs
 
-wc = snakemake.wildcards
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    records = registry.run_study_method(
-        snakemake.config, wc.study, wc.method, int(wc.seed), snakemake.input.get("source"), snakemake.output.results, snakemake.output.models,
-        snakemake.output.internal,
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
+    out, study, method = snakemake.output, snakemake.params.study, snakemake.wildcards.method
+    records = jobs.run_language_method(
+        snakemake.config, study, method, int(snakemake.wildcards.seed), snakemake.input.get("source"), out.results, out.models, out.internal
     )
     for r in records:
-        log.info("%s target eps=%g: total eps=%.6f, test %s=%.4f", wc.method, r["target"]["eps"], r["total_eps"], r["metric"], r["test_metric"])
+        log.info("%s target eps=%g: total eps=%.6f, test %s=%.4f", method, r["target"]["eps"], r["total_eps"], r["metric"], r["test_metric"])

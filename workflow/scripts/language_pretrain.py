@@ -2,10 +2,10 @@
 texts that occur in the private corpora of the studies fine-tuned from it (dphpo.data.overlap: the
 counts are logged and kept in the checkpoint's report, `public_data.dedup`)."""
 
-from dphpo import study
+from dphpo.studies import jobs
 from dphpo.tasks.causal_lm import pretrain_small_lm
 
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     name = snakemake.wildcards.name
     private = [s["data"] for s in snakemake.config["language"].get("studies", []) if s["model"].get("pretrain") == name]
     report = pretrain_small_lm(snakemake.params.settings, snakemake.output.checkpoint, progress=True, private=private)

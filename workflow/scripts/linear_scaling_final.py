@@ -1,23 +1,24 @@
 """Fit the linear scaling rule and train the final run for every target budget."""
 
-from dphpo import study
 from dphpo.hpo import linear_scaling
-from dphpo.hpo.common import write_result
 from dphpo.io import read_json
 from dphpo.layout import files_by_target
+from dphpo.studies import config as study_config
+from dphpo.studies import jobs, writer
+from dphpo.studies.trainers import build_trainer
 
 wc = snakemake.wildcards
-cfg = study.variant_config(snakemake.config, wc.variant)
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    study.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
-    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+cfg = study_config.variant_config(snakemake.config, wc.variant)
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
+    study_config.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
+    trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
     results = linear_scaling.run_final(
         trainer,
-        study.linear_scaling_config(cfg),
-        study.search_space(cfg),
-        study.selection_rule(cfg),
-        study.target_eps(cfg),
+        study_config.linear_scaling_config(cfg),
+        study_config.search_space(cfg),
+        study_config.selection_rule(cfg),
+        study_config.target_eps(cfg),
         noise,
         stages=[read_json(p) for p in snakemake.input.stages],
     )
@@ -26,8 +27,8 @@ with study.job_log(snakemake.log[0], snakemake.threads) as log:
     files = files_by_target(snakemake.params.targets, out.results, out.models, out.internal)
     for result in results:
         result_path, model_path, internal_path = files(result.target_eps)
-        prov = study.provenance(
+        prov = writer.provenance(
             cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
         )
-        write_result(result, result_path, model_path, prov, internal_path)
+        writer.write_result(result, result_path, model_path, prov, internal_path)
         log.info("target eps=%g: total eps=%.6f, test accuracy=%.4f", result.target_eps, result.total["eps"], result.test_accuracy)

@@ -1,31 +1,33 @@
 """One stage of the linear scaling rule for every target budget (batched trials). The stage file is an
 internal log (exact training accuracies of every trial): the final run reads it, tables never do."""
 
-from dphpo import study
 from dphpo.hpo import linear_scaling
 from dphpo.hpo.common import INTERNAL_NOTICE
 from dphpo.io import read_json, write_json
+from dphpo.studies import config as study_config
+from dphpo.studies import jobs, writer
+from dphpo.studies.trainers import build_trainer
 
 wc = snakemake.wildcards
-cfg = study.variant_config(snakemake.config, wc.variant)
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    noise = study.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+cfg = study_config.variant_config(snakemake.config, wc.variant)
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
+    trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
     if snakemake.input.previous:  # a stage of other settings is refused, naming the keys that differ
-        study.check_inputs([snakemake.input.previous], snakemake.config)
+        study_config.check_inputs([snakemake.input.previous], snakemake.config)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
     stage = linear_scaling.run_stage(
         trainer,
-        study.linear_scaling_config(cfg),
-        study.search_space(cfg),
-        study.selection_rule(cfg),
-        study.target_eps(cfg),
+        study_config.linear_scaling_config(cfg),
+        study_config.search_space(cfg),
+        study_config.selection_rule(cfg),
+        study_config.target_eps(cfg),
         noise,
         stage=int(wc.stage),
         previous=previous,
     )
     stage = {"internal": INTERNAL_NOTICE} | stage
-    stage["provenance"] = study.provenance(
+    stage["provenance"] = writer.provenance(
         cfg, trainer, noise=noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
     )
     write_json(snakemake.output.stage, stage)

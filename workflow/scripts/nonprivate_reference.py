@@ -1,13 +1,14 @@
 """Non-private reference (σ = 0, best grid point on test): the ceiling for the accuracy gap."""
 
-from dphpo import study
 from dphpo.hpo import nonprivate
-from dphpo.hpo.common import write_result
+from dphpo.studies import config as study_config
+from dphpo.studies import jobs, writer
+from dphpo.studies.trainers import build_trainer
 
 cfg, wc = snakemake.config, snakemake.wildcards
-with study.job_log(snakemake.log[0], snakemake.threads) as log:
-    trainer = study.load_trainer(cfg, snakemake.input.features, wc.dataset, wc.extractor)
-    result = nonprivate.run(trainer, study.search_space(cfg))
-    prov = study.provenance(cfg, trainer, result, dataset=wc.dataset, extractor=wc.extractor)
-    write_result(result, snakemake.output.result, snakemake.output.model, prov, snakemake.output.internal)
+with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
+    trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
+    result = nonprivate.run(trainer, study_config.search_space(cfg))
+    prov = writer.provenance(cfg, trainer, result, dataset=wc.dataset, extractor=wc.extractor)
+    writer.write_result(result, snakemake.output.result, snakemake.output.model, prov, snakemake.output.internal)
     log.info("non-private reference: test accuracy %.4f at %s", result.test_accuracy, result.released)

@@ -1,13 +1,13 @@
 """Rule pretrain_public: train `pretraining.<name>` on its public dataset, write the checkpoint."""
 
-from dphpo import study
 from dphpo.features.build import dataset_download
 from dphpo.features.pretrain import run_pretraining
 from dphpo.privacy.randomness import key_from_config
+from dphpo.studies import jobs
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
 name = sm.wildcards.name
-with study.job_log(sm.log[0], threads=sm.threads):
+with jobs.job_log(sm.log[0], threads=sm.threads):
     settings = dict(sm.params.settings)
     public = settings["public_dataset"]
     run_pretraining(

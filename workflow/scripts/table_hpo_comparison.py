@@ -1,11 +1,12 @@
 """The HPO comparison table (md, csv, tex, html) and the accuracy-vs-ε figure of every method."""
 
-from dphpo import study
 from dphpo.report import comparison
+from dphpo.studies import config as study_config
+from dphpo.studies import jobs
 
-with study.job_log(snakemake.log[0]):
+with jobs.job_log(snakemake.log[0]):
     # every result must be of the settings the config asks for (Snakemake may not have rerun it)
-    study.check_inputs([*snakemake.input.results, *snakemake.input.references], snakemake.config)
+    study_config.check_inputs([*snakemake.input.results, *snakemake.input.references], snakemake.config)
     comparison.make(
         snakemake.input.results,
         snakemake.input.references,

@@ -2,7 +2,7 @@
 private data.
 
 Text (language studies): disjoint index partitions of one corpus (`data.partition`, checked by
-`dphpo.tasks.registry.check_study`) can still share texts, since a corpus repeats itself (51 of
+`dphpo.studies.config.check_language_study`) can still share texts, since a corpus repeats itself (51 of
 the 2,000 private tweets of the embedded config occur verbatim in the public half). Pretraining
 therefore drops from the public corpus every text whose normalized form (`normalize_text`) occurs in
 the private corpus of a study that starts from it (`drop_private_texts`), and records how many;

@@ -1,8 +1,9 @@
 """The language tables of seed 000 (Tables 6, 7, 8, 9, 17–20) and Fig. 4, from language study results.
 
 What each table reads is config `language.tables` (study names from `language.studies`); results are
-`results/language/{study}/{method}/seed{s}/results.json` (one record per target ε) and
-`results/language/{study}/nonprivate/result.json`. Every row states the total ε spent (max over
+one `result.json` per study, method, seed and target ε (dphpo.layout.LANGUAGE_RESULT; the ε is read
+from the record, never from its path) and `LANGUAGE_NONPRIVATE_RESULT`, read as the vision results are
+(dphpo.report.tables.load_results). Every row states the total ε spent (max over
 seeds, the search included: every stage trial, selection release and the final run), whether the
 HPO cost is included, and the seed 000 number where the study's `paper_ref` names the paper's own
 row (a reference, never an input). Tables are written with dphpo.report.tables.Table (md, csv,
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.io import read_json
-from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std
+from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std
+from dphpo.studies import config as study_config
 
+FIGURE4 = "figure4_language_pareto"  # its name in dphpo.layout.FIGURE
 TABLES = ("table6", "table7", "table8", "table9", "table17", "table18", "table19", "table20")
 LS, RANDOM, GRID, NONPRIVATE = "linear_scaling", "random_search", "grid_oracle", "nonprivate"
 TITLES = {
@@ -83,9 +85,7 @@ def _studies_of(config: dict, name: str) -> list[str]:
 
 
 def _spec(config: dict, study: str) -> dict | None:
-    from dphpo.tasks.registry import studies
-
-    return studies(config).get(study)
+    return study_config.language_studies(config).get(study)
 
 
 def _methods(spec: dict) -> list[str]:
@@ -94,8 +94,6 @@ def _methods(spec: dict) -> list[str]:
 
 def inputs(config: dict, name: str) -> list[str]:
     """Every result file table / figure `name` reads (only studies and methods the config defines)."""
-    from dphpo.tasks.registry import result_files
-
     files: dict[str, None] = {}
     studies = _studies_of(config, name) if name != "figure4" else [section(config).get("figure4")]
     if name in ("table17", "table18", "table19"):
@@ -105,7 +103,7 @@ def inputs(config: dict, name: str) -> list[str]:
         if spec is None:
             continue
         for method in _methods(spec):
-            for f in result_files(config, study, method):
+            for f in study_config.language_result_files(config, study, method):
                 files.setdefault(f, None)
     return list(files)
 
@@ -121,8 +119,6 @@ class Reader:
 
     def records(self, study: str, method: str) -> list[dict]:
         """Records of `method` on `study`, all seeds and targets (nonprivate: one)."""
-        from dphpo.tasks.registry import result_files
-
         spec = _spec(self.config, study)
         if spec is None:
             self.notes.append(f"language.studies: define a study named {study!r}")
@@ -130,19 +126,14 @@ class Reader:
         if method not in _methods(spec):
             self.notes.append(f"language.studies.{study}.methods: add {method} for its rows")
             return []
-        out = []
-        for f in result_files(self.config, study, method):
-            data = read_json(f)
-            out += data["results"] if "results" in data else [data]
-        return out
+        return load_results(study_config.language_result_files(self.config, study, method))
 
     def at(self, study: str, method: str, eps: float) -> list[dict]:
         return [r for r in self.records(study, method) if math.isclose(as_float(r["target"]["eps"]), eps, rel_tol=1e-9)]
 
     def targets(self, study: str) -> list[float]:
-        spec = _spec(self.config, study) or {}
-        eps = ((spec.get("overrides") or {}).get("privacy") or {}).get("target_eps") or self.config["privacy"]["target_eps"]
-        return [float(e) for e in eps]
+        spec = _spec(self.config, study) or {"name": study}
+        return study_config.language_targets(self.config, spec)
 
 
 def summary(records: list[dict], scale: float) -> dict[str, Any]:
@@ -253,8 +244,6 @@ def build_table9(config: dict, rd: Reader) -> Table:
 
 def build_hyper(config: dict, rd: Reader, name: str) -> Table:
     """The hyperparameters of a study (its config) beside seed 000's."""
-    from dphpo.tasks.registry import study_config
-
     cols = ["study", "parameter", "this study", "seed 000"]
     rows = []
     for study in _studies_of(config, name):
@@ -262,7 +251,7 @@ def build_hyper(config: dict, rd: Reader, name: str) -> Table:
         if spec is None:
             rd.notes.append(f"language.studies: define a study named {study!r}")
             continue
-        cfg = study_config(config, spec)
+        cfg = study_config.language_config(config, spec)
         t, space = spec.get("training") or {}, cfg["search_space"]
         steps = space["steps"] if isinstance(space["steps"], list) else f"{space['steps']['min']}..{space['steps']['max']}"
         ours = {

@@ -1,0 +1,440 @@
+"""A study's settings from the workflow config, for vision and language studies alike (torch-free).
+
+Validation (`validate_config`: the JSON schema, the one source of defaults, then the cross-checks
+the schema cannot express), variants merged over the base config, a language study's `overrides`
+merged over the base config (`language_config`), target ε, the run settings a job computes from
+and their hash, the trainer kind of a study. Nothing here imports torch, also not transitively at
+import time (tests/test_studies.py): the workflow's parse step and the tables read it.
+
+Vision studies are `studies[]` entries (dataset, extractor; trainer `linear_head`); language studies
+are `language.studies[]` entries (a task, a trainer `finetune` | `dpzo`, model, data, `training`
+and `overrides` of privacy.target_eps / delta, search_space, linear_scaling, selection, baselines),
+so the HPO methods of dphpo.hpo run on both unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from dphpo import layout
+from dphpo.errors import ConfigError, DPHPOError
+from dphpo.privacy.randomness import NoiseScope, key_from_config
+from dphpo.provenance import config_hash
+
+DEFAULT_VARIANT = "default"
+# Top-level keys every variant shares with the base config (results/features/... has no variant).
+VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretraining", "data_dir", "variants")
+
+# The trainer kinds (dphpo.studies.trainers.TRAINERS) each half accepts, the first one its default
+# when a study names none: vision `studies[].trainer`, language `language.studies[].trainer`.
+VISION_TRAINERS = ("linear_head",)
+LANGUAGE_TRAINERS = ("finetune", "dpzo")
+LANGUAGE_TASKS = ("classification", "causal_lm")
+LANGUAGE_METHODS = ("linear_scaling", "random_search", "grid_oracle")  # the methods a language study may run
+
+
+def deep_merge(base: dict, overrides: dict) -> dict:
+    """A copy of `base` with `overrides` merged in, recursively for nested mappings."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def variant_config(config: dict, variant: str) -> dict:
+    """The config of a named variant: `variants.<name>` merged over the base config.
+
+    Variants are how ablations and alternative settings (other stage budgets, a quadratic fit,
+    a bias, random init, ...) run beside the main study with their own result files.
+    """
+    if variant == DEFAULT_VARIANT:
+        return config
+    merged = merged_variant(config, variant)
+    merged["variant"] = variant
+    return merged
+
+
+def merged_variant(config: dict, variant: str) -> dict:
+    """`variants.<variant>` merged over the base config, shaped like a whole config file: the
+    workflow validates it against the config schema, so a typo inside a variant is refused."""
+    variants = config.get("variants", {})
+    if variant not in variants:
+        raise ConfigError(f"variants.{variant}: no such variant (defined: {', '.join(sorted(variants)) or 'none'})")
+    overrides = variants[variant]
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"variants.{variant} must be a mapping of config overrides, got {type(overrides).__name__}")
+    shared = [k for k in VARIANT_SHARED_KEYS if k in overrides]
+    if "target_eps" in (overrides.get("privacy") or {}):
+        shared.append("privacy.target_eps")
+    if shared:
+        raise ConfigError(
+            f"variants.{variant}: {', '.join(shared)} cannot be overridden in a variant: budgets, seeds, "
+            "studies and the feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants"
+        )
+    return deep_merge({k: v for k, v in config.items() if k != "variants"}, overrides)
+
+
+def target_eps(config: dict) -> list[float]:
+    return [float(e) for e in config["privacy"]["target_eps"]]
+
+
+# Config sections a training job's numbers depend on (its study's extractor is added per job).
+RUN_SETTINGS_KEYS = ("data_dir", "privacy", "search_space", "training", "selection", "linear_scaling", "baselines")
+
+
+def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = None) -> dict:
+    """What a training job computes from, read off a variant's config (`variant_config`): the run
+    settings sections, the study's extractor section and dataset options, the public size and the
+    noise key's fingerprint (another key draws other noise)."""
+    from dphpo.features.build import dataset_options
+
+    settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
+    if extractor is not None:
+        settings["extractor"] = cfg.get("extractors", {}).get(extractor)
+    if dataset is not None:
+        settings["dataset"] = dataset_options(cfg, dataset)
+        settings["public_n_train"] = public_train_size(cfg, dataset)
+    settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
+    settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
+    return settings
+
+
+def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
+                      dataset: str | None = None) -> str:
+    """Hash of `run_settings`: a rule `params:` entry, so that Snakemake reruns exactly the jobs a
+    config change affects, and what every result records (`provenance.settings_hash`) so that a
+    consumer refuses a result of other settings (`check_inputs`) even where Snakemake did not rerun."""
+    return config_hash(run_settings(variant_config(config, variant), extractor, dataset))
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def check_inputs(paths: Any, config: dict) -> None:
+    """Refuse a stage or result file computed with other settings than `config` asks for (after
+    `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it),
+    naming the file and the keys that differ. Raises OutputFileError."""
+    import json
+
+    from dphpo.errors import OutputFileError
+    from dphpo.io import read_json
+
+    for path in paths:
+        prov = read_json(path).get("provenance") or {}
+        if "settings_hash" not in prov:
+            raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
+        want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
+        if prov["settings_hash"] != config_hash(want):
+            had, now = _flat(prov.get("settings") or {}), _flat(json.loads(json.dumps(want, default=str)))
+            keys = sorted(k for k in set(had) | set(now) if had.get(k) != now.get(k)) or ["(unknown: no settings recorded)"]
+            raise OutputFileError(
+                f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
+                f"delete it or rerun with `snakemake --forcerun {path}`"
+            )
+
+
+def search_space(config: dict):
+    """The config's SearchSpace (dphpo.hpo.space)."""
+    from dphpo.hpo.space import SearchSpace
+
+    return SearchSpace.from_config(config["search_space"])
+
+
+def selection_rule(config: dict):
+    """The config's SelectionRule (dphpo.hpo.selection)."""
+    from dphpo.hpo.selection import SelectionRule
+
+    return SelectionRule.from_config(config.get("selection", {}))
+
+
+def linear_scaling_config(config: dict):
+    """The config's LinearScalingConfig (dphpo.hpo.linear_scaling: imports torch when called)."""
+    from dphpo.hpo.linear_scaling import LinearScalingConfig
+
+    return LinearScalingConfig.from_config(config.get("linear_scaling", {}))
+
+
+def public_train_size(config: dict, dataset: str) -> int:
+    """The declared public size of a study's training set (`datasets.<name>.public_n_train`, else the
+    dataset's published size capped by max_train): what the mechanism divides by, never the private count."""
+    from dphpo.data.registry import public_train_size as declared_size
+
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    return declared_size(dataset, section.get("max_train"), section.get("public_n_train"))
+
+
+def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int) -> NoiseScope:
+    """The private draws of one study run: the secret key (privacy.noise_key_file) scoped by every label
+    that tells two published results apart, so no two of them share noise."""
+    return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed))
+
+
+def is_language(study: dict) -> bool:
+    """A language study (`language.studies[]`: it names a task) rather than a vision one (`studies[]`)."""
+    return "task" in study
+
+
+def trainer_kind(study: dict) -> str:
+    """The trainer a study runs (a key of dphpo.studies.trainers.TRAINERS): its `trainer`, else its half's default."""
+    kinds = LANGUAGE_TRAINERS if is_language(study) else VISION_TRAINERS
+    return study.get("trainer") or kinds[0]
+
+
+def vision_study(config: dict, dataset: str, extractor: str) -> dict:
+    """The `studies[]` entry of (dataset, extractor); an opt-in CNN study (baselines.oso_dpsgd_cnn.studies)
+    or a study of another config section is the bare pair (trainer: the default)."""
+    for entry in config.get("studies") or []:
+        if entry["dataset"] == dataset and entry["extractor"] == extractor:
+            return entry
+    return {"dataset": dataset, "extractor": extractor}
+
+
+# Where each trainer kind's settings class lives (dphpo.studies.trainers.TRAINERS builds the trainer):
+# vision settings are read off the whole config (`training`, `privacy`), language ones off the study's `training`.
+TRAINER_SETTINGS = {
+    "linear_head": ("dphpo.train.linear_head", "TrainSettings"),
+    "finetune": ("dphpo.train.finetune", "FinetuneSettings"),
+    "dpzo": ("dphpo.train.dpzo", "DPZOSettings"),
+}
+
+
+def trainer_settings(config: dict, study: dict | None = None):
+    """The settings of a study's trainer (raises ConfigError on bad keys; imports the trainer's module).
+    No study: a vision study's (the linear head's settings, read off `config`)."""
+    import importlib
+
+    study = study or {}
+    module, name = TRAINER_SETTINGS[trainer_kind(study)]
+    cls = getattr(importlib.import_module(module), name)
+    return cls.from_config(study.get("training") if is_language(study) else config)
+
+
+def validate_config(config: dict, schema: str | Path) -> None:
+    """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
+    validator, filling in defaults), each variant merged over the base config against the same
+    closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
+    last every language study (`check_language_study`). One entry point for both halves.
+    Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from dphpo.features.pretrain import check_pretraining_config
+    from dphpo.hpo import registry
+
+    try:
+        validate(config, schema=str(schema))
+    except WorkflowError as err:
+        raise ConfigError(_schema_message(err)) from None
+    for variant in config.get("variants", {}):
+        try:
+            validate(merged_variant(config, variant), schema=str(schema))
+        except WorkflowError as err:
+            raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
+    check_config(config)
+    registry.check_config(config)  # baselines: known names, feasible plans
+    check_pretraining_config(config)  # pretrained_public names a section
+    key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
+    for spec in language_studies(config).values():
+        check_language_study(config, spec)
+
+
+def _schema_message(err: Exception) -> str:
+    """`key.path: what is wrong` from Snakemake's wrapper of a jsonschema ValidationError (whose
+    own text dumps the schema); for a oneOf, why each alternative failed."""
+    import jsonschema
+
+    cause = err.__context__
+    if not isinstance(cause, jsonschema.ValidationError):
+        return str(err)
+    where = ".".join(str(p) for p in cause.absolute_path) or "the config"
+    message = f"{where}: {cause.message}"
+    if cause.context:
+        message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
+    return message
+
+
+def check_config(config: dict) -> None:
+    """Checks the JSON schema cannot express; raises ConfigError / InfeasibleBudgetError before any job runs."""
+    from dphpo.data import DATASETS
+    from dphpo.hpo.linear_scaling import check_budgets
+
+    _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
+    # two budgets that share a results path (eps_label) would overwrite each other's files
+    _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
+    for name in config.get("datasets") or {}:
+        if name not in DATASETS:
+            raise ConfigError(f"datasets.{name}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
+    for i, entry in enumerate(config["studies"]):
+        if entry["dataset"] not in DATASETS:
+            raise ConfigError(
+                f"studies[{i}].dataset: unknown dataset {entry['dataset']!r}; known: {', '.join(sorted(DATASETS))}"
+            )
+        if entry["extractor"] not in config["extractors"]:
+            raise ConfigError(
+                f"studies[{i}].extractor: {entry['extractor']!r} is not defined under `extractors` "
+                f"(defined: {', '.join(sorted(config['extractors']))})"
+            )
+    for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
+        cfg = variant_config(config, variant)
+        try:
+            search_space(cfg)  # raises ConfigError on bad grids
+            check_budgets(linear_scaling_config(cfg), selection_rule(cfg), target_eps(cfg), float(cfg["privacy"]["delta"]))
+        except DPHPOError as err:
+            where = "" if variant == DEFAULT_VARIANT else f"variants.{variant}: "
+            raise type(err)(where + str(err)) from None
+
+
+def _refuse_duplicates(key: str, values: list, label) -> None:
+    """ConfigError naming `key` when two of its values are the same once written as `label(value)`."""
+    seen: dict[str, Any] = {}
+    for value in values:
+        if label(value) in seen:
+            raise ConfigError(
+                f"{key}: {seen[label(value)]!r} and {value!r} are the same entry ({label(value)!r}) listed twice; "
+                "list each once (a duplicate would only repeat identical runs and overwrite their results)"
+            )
+        seen[label(value)] = value
+
+
+# --------------------------------------------------------------------------------------------
+# language studies (`language.studies[]`)
+
+
+def language_studies(config: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in (config.get("language") or {}).get("studies", [])}
+
+
+def language_study(config: dict, name: str) -> dict:
+    found = language_studies(config)
+    if name not in found:
+        raise ConfigError(f"language.studies: no study named {name!r} (defined: {', '.join(sorted(found)) or 'none'})")
+    return found[name]
+
+
+def language_public_size(spec: dict) -> int | None:
+    """The declared public size of a study's private training set: `data.public_n_train`, else
+    `data.max_train`, else the registry's published size of an unpartitioned registry corpus; None when
+    only the hub's published split size can tell (`hub_published_size`, read in the job).
+    The mechanism uses it for q = B/n, its normalizer and δ = 1/(2n), never the private count."""
+    from dphpo.data.registry import DATASETS
+
+    data = spec["data"]
+    if data.get("public_n_train"):
+        return int(data["public_n_train"])
+    if data.get("max_train"):
+        return int(data["max_train"])
+    known = DATASETS.get(data["name"])
+    if known is not None and known.public_n_train and not data.get("partition"):
+        return int(known.public_n_train)
+    if data["name"].startswith("hf:"):
+        return None
+    raise ConfigError(
+        f"language.studies.{spec['name']}.data.public_n_train: declare the public size of the private training set "
+        "(what DP-SGD normalizes by and samples with; never counted on the private data)"
+    )
+
+
+def resolve_delta(value, n_train: int, where: str) -> float:
+    """δ as a number, or the paper's δ = 1/(2|D|) written as the string '1/(2N)' (N: the public size)."""
+    if isinstance(value, str):
+        if value.replace(" ", "") != "1/(2N)":
+            raise ConfigError(f"{where}: expected a number or '1/(2N)', got {value!r}")
+        return 1.0 / (2.0 * n_train)
+    return float(value)
+
+
+def language_config(config: dict, spec: dict, n_train: int | None = None) -> dict:
+    """The base config with the study's overrides merged in (what dphpo.hpo methods read); δ = 1/(2N)
+    resolved at the public size `n_train` when given."""
+    merged = deep_merge({k: v for k, v in config.items() if k not in ("variants", "language")}, spec.get("overrides") or {})
+    merged["privacy"] = dict(merged["privacy"])
+    merged["privacy"]["accountant"] = "prv"
+    where = f"language.studies.{spec['name']}.overrides.privacy.delta"
+    delta = merged["privacy"].get("delta", 1e-5)
+    merged["privacy"]["delta"] = resolve_delta(delta, n_train, where) if n_train is not None else delta
+    return merged
+
+
+def check_language_study(config: dict, spec: dict) -> None:
+    """What the schema cannot say of a language study; raises ConfigError before any job runs."""
+    where = f"language.studies.{spec['name']}"
+    if spec["task"] not in LANGUAGE_TASKS:
+        raise ConfigError(f"{where}.task: expected one of {LANGUAGE_TASKS}, got {spec['task']!r}")
+    if trainer_kind(spec) not in LANGUAGE_TRAINERS:
+        raise ConfigError(f"{where}.trainer: expected one of {LANGUAGE_TRAINERS}, got {spec.get('trainer')!r}")
+    # whether each method accepts the study's trainer: dphpo.hpo.registry.check_supported(method, trainer, accountant)
+    for m in spec.get("methods", []):
+        if m not in LANGUAGE_METHODS:
+            raise ConfigError(f"{where}.methods: unknown method {m!r}; known: {', '.join(LANGUAGE_METHODS)}")
+    pre = spec["model"].get("pretrain")
+    if pre and pre not in ((config.get("language") or {}).get("pretrain") or {}):
+        raise ConfigError(f"{where}.model.pretrain: {pre!r} is not defined under language.pretrain")
+    if pre and spec["task"] != "causal_lm":
+        raise ConfigError(f"{where}.model.pretrain: only causal_lm studies use a pretrained small LM")
+    if pre:
+        from dphpo.data.text import overlapping_parts
+
+        shared = overlapping_parts(config["language"]["pretrain"][pre]["data"], spec["data"])
+        if shared:
+            raise ConfigError(
+                f"{where}.data: the public pretraining corpus of {pre!r} includes {shared[0]!r}, the study's private data; "
+                "give both a data.partition [k, m] with the same m and different k so they cannot share texts"
+            )
+    trainer_settings(config, spec)  # raises on bad training keys
+    _check_language_plan(config, spec)
+
+
+def _check_language_plan(config: dict, spec: dict) -> None:
+    """The search space and, for the linear scaling rule, the stage budgets against every target ε
+    (InfeasibleBudgetError before any job runs). δ = 1/(2N) is checked at N = data.max_train when set."""
+    from dphpo.hpo.linear_scaling import check_budgets
+
+    cfg = language_config(config, spec, language_public_size(spec))
+    if isinstance(cfg["privacy"]["delta"], str):
+        return  # δ = 1/(2N) and N is known only once the data is loaded; the job checks again before training
+    search_space(cfg)
+    if "linear_scaling" in spec.get("methods", []):
+        try:
+            check_budgets(linear_scaling_config(cfg), selection_rule(cfg), target_eps(cfg), float(cfg["privacy"]["delta"]))
+        except DPHPOError as err:
+            raise type(err)(f"language.studies.{spec['name']}: {err}") from None
+
+
+def uses_cache(spec: dict) -> bool:
+    """Classification studies train the top layers on cached hidden states of the frozen bottom."""
+    return spec["task"] == "classification"
+
+
+def language_targets(config: dict, spec: dict) -> list[float]:
+    """The target ε of a language study (its overrides.privacy.target_eps, else the base config's)."""
+    return target_eps(language_config(config, spec))
+
+
+def language_source(config: dict, spec: dict) -> dict[str, str]:
+    """The input file of a study's training jobs: its hidden-state cache or its pretrained LM."""
+    if uses_cache(spec):
+        return {"source": layout.path(layout.LANGUAGE_CACHE, study=spec["name"])}
+    if spec["model"].get("pretrain"):
+        return {"source": layout.path(layout.LANGUAGE_PRETRAINED, name=spec["model"]["pretrain"])}
+    return {}
+
+
+def language_result_files(config: dict, name: str, method: str) -> list[str]:
+    """Every result.json of `method` on language study `name`: seeds × the study's target ε (seed-major);
+    the non-private reference has one."""
+    if method == "nonprivate":
+        return [layout.path(layout.LANGUAGE_NONPRIVATE_RESULT, study=name)]
+    targets = language_targets(config, language_study(config, name))
+    return [layout.path(layout.LANGUAGE_RESULT, study=name, method=method, seed=s, eps=e)
+            for s in config.get("seeds", [0]) for e in targets]

@@ -1,0 +1,71 @@
+"""What a workflow job runs around the library: its log file, and the language jobs (one HPO method of
+dphpo.hpo on one language study and seed, every target ε of the study in one job; the non-private
+reference). The vision jobs are assembled in workflow/scripts from the same pieces (build_trainer,
+writer.provenance, writer.write_result)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from dphpo.studies import config as study_config
+from dphpo.studies import writer
+from dphpo.studies.trainers import build_trainer
+
+
+@contextlib.contextmanager
+def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
+    """Send a job's stdout, stderr (progress bars included) and logging to its Snakemake log file."""
+    import torch
+
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(max(1, int(threads)))
+    with open(log_path, "w", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        try:
+            yield logging.getLogger("dphpo")
+        except BaseException:
+            import traceback
+
+            traceback.print_exc(file=fh)
+            raise
+        finally:
+            root.removeHandler(handler)
+            sys.stderr.flush()
+
+
+def run_language_method(config: dict, name: str, method: str, seed: int, source, result_paths: Sequence, model_paths: Sequence,
+                        internal_paths: Sequence) -> list[dict]:
+    """Run `method` (dphpo.hpo.registry) on language study `name`; per target ε of the study (in order,
+    as the output lists are) write result.json (the release), the model and the internal log."""
+    from dphpo.hpo import registry as hpo
+    from dphpo.privacy.randomness import key_from_config
+
+    spec = study_config.language_study(config, name)
+    trainer, cfg = build_trainer(config, spec, source)
+    noise = key_from_config(config).scope(study=name, seed=int(seed))
+    outcomes = hpo.run_method(method, trainer, cfg, noise, progress=True)
+    releases = []
+    for r, result_path, model_path, internal_path in zip(outcomes, result_paths, model_paths, internal_paths, strict=True):
+        # the noise scope's description is recorded after the job's labels, as language records always had it
+        prov = writer.provenance(cfg, trainer, seed=seed, study=name, method=method, randomness=noise.describe())
+        releases.append(writer.write_result(r, result_path, model_path, prov, internal_path))
+    return releases
+
+
+def run_language_nonprivate(config: dict, name: str, source, result_path, model_path, internal_path) -> dict:
+    """Every search-space grid point trained without noise (σ = 0), best on TEST: the ε = ∞ reference."""
+    from dphpo.hpo import nonprivate
+
+    spec = study_config.language_study(config, name)
+    trainer, cfg = build_trainer(config, spec, source)
+    result = nonprivate.run(trainer, study_config.search_space(cfg), progress=True)
+    prov = writer.provenance(cfg, trainer, study=name, method="nonprivate")
+    return writer.write_result(result, result_path, model_path, prov, internal_path)
