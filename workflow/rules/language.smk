@@ -16,7 +16,7 @@ rule language_pretrain:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["pretrain"]
     resources:
-        **rule_resources("language_pretrain", gpu=1, mem_mb=8000, runtime=120),
+        **rule_resources("language_pretrain", mem_mb=8000, runtime=120),
     params:
         settings=lambda w: config["language"]["pretrain"][w.name],
     script:
@@ -34,7 +34,7 @@ rule language_cache:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]
     resources:
-        **rule_resources("language_cache", gpu=1, mem_mb=16000, runtime=120),
+        **rule_resources("language_cache", mem_mb=16000, runtime=120),
     params:
         settings=lambda w: language_cache_settings(w.study),
     script:
@@ -58,7 +58,7 @@ rule language_method:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
-        **rule_resources("language_method", gpu=1, mem_mb=16000, runtime=240),
+        **rule_resources("language_method", mem_mb=16000, runtime=240),
     params:
         settings=lambda w: language_settings_hash(w.study),
     script:
@@ -78,7 +78,7 @@ rule language_nonprivate:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
-        **rule_resources("language_nonprivate", gpu=1, mem_mb=16000, runtime=240),
+        **rule_resources("language_nonprivate", mem_mb=16000, runtime=240),
     params:
         settings=lambda w: language_settings_hash(w.study),
     script:
