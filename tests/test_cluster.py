@@ -174,6 +174,39 @@ def test_rules_without_a_gpu_use_the_cpu_partition(tmp_path):
             assert res.get("slurm_partition") == cpu_partition and not res.get("gpu_model"), (rule, res)
             assert not res.get("gpu"), (rule, res)
 
+def test_sacct_adapter_turns_cancelled_and_preempted_into_a_state_the_slurm_plugin_fails(tmp_path, monkeypatch):
+    """profiles/slurm/bin/sacct in front of a fake sacct: the plugin's own status query (its command,
+    its parser) sees CANCELLED for `CANCELLED by <uid>` and PREEMPTED; other calls pass through."""
+    import asyncio
+    import logging
+
+    from snakemake_executor_plugin_slurm import job_status_query
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "sacct").write_text("#!/bin/sh\n"
+                                "printf '%s\\n' \"$*\" >> \"$(dirname \"$0\")/calls\"\n"
+                                "printf '11|COMPLETED\\n12|CANCELLED by 0\\n13|PREEMPTED\\n14|RUNNING\\n15|FAILED\\n'\n")
+    (real / "sacct").chmod(0o755)
+    adapter = REPO / "profiles" / "slurm" / "bin"
+    monkeypatch.setenv("PATH", f"{adapter}{os.pathsep}{real}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("sacct") == str(adapter / "sacct")
+
+    command = job_status_query.query_job_status_sacct("run-uuid")  # what the plugin polls
+    states, _ = asyncio.run(job_status_query.query_job_status(command, logging.getLogger("test")))
+    assert states == {"11": "COMPLETED", "12": "CANCELLED", "13": "CANCELLED", "14": "RUNNING", "15": "FAILED"}
+    assert "--name run-uuid" in (real / "calls").read_text()  # the arguments reach the real sacct
+
+    other = subprocess.run(["sacct", "-j", "12", "-X", "-P", "-o", "JobID,State"], capture_output=True, text=True, check=True)
+    assert "12|CANCELLED by 0" in other.stdout and "13|PREEMPTED" in other.stdout  # anything else: unchanged
+
+    only_bash = tmp_path / "only_bash"  # a PATH with bash but no other sacct
+    only_bash.mkdir()
+    (only_bash / "bash").symlink_to(shutil.which("bash"))
+    monkeypatch.setenv("PATH", f"{adapter}{os.pathsep}{only_bash}")
+    missing = subprocess.run([str(adapter / "sacct"), "-X"], capture_output=True, text=True, check=False)
+    assert missing.returncode == 127 and "not found" in missing.stderr
+
 def test_slurm_profile_replaces_the_local_default_profile():
     """--workflow-profile profiles/slurm: profiles/default (cores: all, the local settings) is not merged
     on top, as it is under --profile profiles/slurm."""
