@@ -1,6 +1,6 @@
 """Opt-in: the workflow on a real SLURM cluster through profiles/slurm, compared with a local run.
 
-    DPHPO_SLURM_TEST=1 python -m pytest -q -m slurm tests/test_slurm.py -s
+    DPHPO_SLURM_TEST=1 .venv/bin/python -m pytest -q -m slurm tests/test_slurm.py -s   # after make install
 
 Needs `sbatch` (skipped without it, or without DPHPO_SLURM_TEST). As root, the fixture first starts a
 one-node cluster with accounting on localhost (tests/slurm/start_local_slurm.sh: munge, MariaDB,

@@ -4,7 +4,7 @@
 # left alone. It writes /etc/slurm/slurm.conf and slurmdbd.conf, so it refuses to run where a
 # slurm.conf it did not write exists (a real cluster).
 #
-#   apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server
+#   apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server
 #   sudo tests/slurm/start_local_slurm.sh            # prints the account and partition to use
 #
 # Cluster "dphpo" with two partitions on this one node (all its CPUs and memory, no GPU): "cpu" (the
@@ -23,7 +23,7 @@ DB_PASS=dphpo-local-test # a local database reachable from this host only
 [ "$(id -u)" = 0 ] || { echo "start_local_slurm.sh: run as root (it starts system daemons)" >&2; exit 1; }
 for bin in munged mariadbd slurmdbd slurmctld slurmd sbatch sacct sacctmgr; do
     command -v "$bin" >/dev/null || [ -x "/usr/sbin/$bin" ] || {
-        echo "start_local_slurm.sh: $bin not found; install: apt-get install -y slurmctld slurmd slurm-client slurmdbd munge mariadb-server" >&2
+        echo "start_local_slurm.sh: $bin not found; install: apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server" >&2
         exit 1
     }
 done
