@@ -22,6 +22,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/language.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/cluster.smk"
 
 
 rule all:

@@ -120,6 +120,93 @@ def test_gpu_model_only_on_jobs_the_config_gives_a_gpu(tmp_path):
                        for line in resources.get(rule, ()))
 
 
+# The rules' resources as profiles/slurm leaves them (the profile parsed by Snakemake's CLI, the
+# workflow loaded through the API, no DAG): {config: {rule: {resource: raw value}}}
+RULE_RESOURCES = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.cli import parse_args
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+snakefile, profile, workdir, *configs = sys.argv[1:]
+out = {}
+for configfile in configs:
+    _, args = parse_args(["--snakefile", snakefile, "--workflow-profile", profile, "--configfile", configfile])
+    with SnakemakeApi(OutputSettings()) as api:
+        workflow = api.workflow(
+            resource_settings=ResourceSettings(default_resources=args.default_resources,
+                                               overwrite_resources=args.set_resources),
+            config_settings=ConfigSettings(configfiles=args.configfile, replace_workflow_config=True),
+            snakefile=Path(snakefile), workdir=Path(workdir))._workflow
+        out[configfile] = {r.name: {k: v.raw for k, v in r.resources.items()} for r in workflow.rules}
+print("RULE_RESOURCES " + json.dumps(out))
+"""
+
+
+def test_rules_without_a_gpu_use_the_cpu_partition(tmp_path):
+    """profiles/slurm puts the rules that may use a GPU in the GPU partition with a gpu_model; a rule the
+    config gives no GPU gets the CPU partition of default-resources back and no gpu_model (else it
+    queues in the GPU partition, or for a GPU), and only the config's `resources.<rule>.gpu` asks
+    for a GPU (the rules hard-code none)."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    cpu_partition = profile["default-resources"]["slurm_partition"]
+    gpu_profile = profile["set-resources"]
+    paper, cpu_configs = REPO / "config" / "paper.yaml", [REPO / "config" / "config.yaml", REPO / "config" / "paper_embedded.yaml"]
+    proc = run([sys.executable, "-c", RULE_RESOURCES, SNAKEFILE, str(REPO / "profiles" / "slurm"), str(tmp_path),
+                *map(str, [*cpu_configs, paper])], tmp_path)
+    found = json.loads(proc.stdout.split("RULE_RESOURCES ", 1)[1])
+
+    paper_gpu = {r for r, res in yaml.safe_load(paper.read_text())["resources"].items() if res.get("gpu")}
+    assert paper_gpu == set(gpu_profile)  # the profile's GPU rules: those config/paper.yaml runs on GPUs
+    for config in cpu_configs:
+        rules = found[str(config)]
+        assert set(gpu_profile) <= set(rules)
+        for rule, res in rules.items():
+            where = (config.name, rule, res)
+            assert res.get("slurm_partition") == cpu_partition and res.get("gpu_model") is None, where
+            assert not res.get("gpu"), where
+    for rule, res in found[str(paper)].items():
+        if rule in paper_gpu:
+            assert res["slurm_partition"] == gpu_profile[rule]["slurm_partition"], (rule, res)
+            assert res["gpu_model"] == gpu_profile[rule]["gpu_model"] and res["gpu"] == 1, (rule, res)
+        else:
+            assert res.get("slurm_partition") == cpu_partition and not res.get("gpu_model"), (rule, res)
+            assert not res.get("gpu"), (rule, res)
+
+def test_sacct_adapter_turns_cancelled_and_preempted_into_a_state_the_slurm_plugin_fails(tmp_path, monkeypatch):
+    """profiles/slurm/bin/sacct in front of a fake sacct: the plugin's own status query (its command,
+    its parser) sees CANCELLED for `CANCELLED by <uid>` and PREEMPTED; other calls pass through."""
+    import asyncio
+    import logging
+
+    from snakemake_executor_plugin_slurm import job_status_query
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "sacct").write_text("#!/bin/sh\n"
+                                "printf '%s\\n' \"$*\" >> \"$(dirname \"$0\")/calls\"\n"
+                                "printf '11|COMPLETED\\n12|CANCELLED by 0\\n13|PREEMPTED\\n14|RUNNING\\n15|FAILED\\n'\n")
+    (real / "sacct").chmod(0o755)
+    adapter = REPO / "profiles" / "slurm" / "bin"
+    monkeypatch.setenv("PATH", f"{adapter}{os.pathsep}{real}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("sacct") == str(adapter / "sacct")
+
+    command = job_status_query.query_job_status_sacct("run-uuid")  # what the plugin polls
+    states, _ = asyncio.run(job_status_query.query_job_status(command, logging.getLogger("test")))
+    assert states == {"11": "COMPLETED", "12": "CANCELLED", "13": "CANCELLED", "14": "RUNNING", "15": "FAILED"}
+    assert "--name run-uuid" in (real / "calls").read_text()  # the arguments reach the real sacct
+
+    other = subprocess.run(["sacct", "-j", "12", "-X", "-P", "-o", "JobID,State"], capture_output=True, text=True, check=True)
+    assert "12|CANCELLED by 0" in other.stdout and "13|PREEMPTED" in other.stdout  # anything else: unchanged
+
+    only_bash = tmp_path / "only_bash"  # a PATH with bash but no other sacct
+    only_bash.mkdir()
+    (only_bash / "bash").symlink_to(shutil.which("bash"))
+    monkeypatch.setenv("PATH", f"{adapter}{os.pathsep}{only_bash}")
+    missing = subprocess.run([str(adapter / "sacct"), "-X"], capture_output=True, text=True, check=False)
+    assert missing.returncode == 127 and "not found" in missing.stderr
+
 def test_slurm_profile_replaces_the_local_default_profile():
     """--workflow-profile profiles/slurm: profiles/default (cores: all, the local settings) is not merged
     on top, as it is under --profile profiles/slurm."""

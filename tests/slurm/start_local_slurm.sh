@@ -4,24 +4,26 @@
 # left alone. It writes /etc/slurm/slurm.conf and slurmdbd.conf, so it refuses to run where a
 # slurm.conf it did not write exists (a real cluster).
 #
-#   apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server
+#   apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server
 #   sudo tests/slurm/start_local_slurm.sh            # prints the account and partition to use
 #
-# Cluster "dphpo", partition "debug" (this host, all its CPUs and memory), account "dphpo" for root
-# and the invoking user. Logs: /var/log/slurm/. Stop: kill the pids in /run/slurm*.pid, then
-# `service mariadb stop` and the munged pid in /run/munge/munged.pid.
+# Cluster "dphpo" with two partitions on this one node (all its CPUs and memory, no GPU): "cpu" (the
+# default) and "gpu" (what profiles/slurm calls the GPU partition; a job sent there by mistake shows
+# in `sacct -o Partition`), account "dphpo" for root and the invoking user. Logs: /var/log/slurm/.
+# Stop everything: tests/slurm/stop_local_slurm.sh.
 set -euo pipefail
 
 MARK="# written by dphpo tests/slurm/start_local_slurm.sh"
 CLUSTER=dphpo
-PARTITION=debug
+CPU_PARTITION=cpu
+GPU_PARTITION=gpu
 ACCOUNT=dphpo
 DB_PASS=dphpo-local-test # a local database reachable from this host only
 
 [ "$(id -u)" = 0 ] || { echo "start_local_slurm.sh: run as root (it starts system daemons)" >&2; exit 1; }
 for bin in munged mariadbd slurmdbd slurmctld slurmd sbatch sacct sacctmgr; do
     command -v "$bin" >/dev/null || [ -x "/usr/sbin/$bin" ] || {
-        echo "start_local_slurm.sh: $bin not found; install: apt-get install -y slurmctld slurmd slurm-client slurmdbd munge mariadb-server" >&2
+        echo "start_local_slurm.sh: $bin not found; install: apt-get update && apt-get install -y --no-install-recommends slurmctld slurmd slurm-client slurmdbd munge mariadb-server" >&2
         exit 1
     }
 done
@@ -52,6 +54,7 @@ mkdir -p /etc/slurm /var/log/slurm /var/spool/slurmctld /var/spool/slurmd /run/m
 chown slurm:slurm /var/log/slurm /var/spool/slurmctld
 chown munge:munge /run/munge
 
+old_conf=$(cat /etc/slurm/slurm.conf 2>/dev/null || true)
 cat >/etc/slurm/slurm.conf <<EOF
 $MARK
 ClusterName=$CLUSTER
@@ -80,7 +83,8 @@ ReturnToService=2
 # finished jobs stay visible to squeue/scontrol for a while; sacct (slurmdbd) keeps them
 MinJobAge=300
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
-PartitionName=$PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=$CPU_PARTITION Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=$GPU_PARTITION Nodes=$HOST Default=NO MaxTime=INFINITE State=UP
 EOF
 cat >/etc/slurm/slurmdbd.conf <<EOF
 $MARK
@@ -125,6 +129,8 @@ done
 
 if ! running /run/slurmctld.pid; then
     /usr/sbin/slurmctld
+elif [ "$old_conf" != "$(cat /etc/slurm/slurm.conf)" ]; then
+    scontrol reconfigure # running daemons read the new slurm.conf (e.g. the partitions)
 fi
 wait_for 30 scontrol ping
 if ! running /run/slurmd.pid; then
@@ -139,4 +145,4 @@ wait_for 30 sh -c "sinfo -h -n $HOST -o %T | grep -q -E 'idle|mix|alloc'" || {
     tail -20 /var/log/slurm/slurmd.log /var/log/slurm/slurmctld.log >&2
     exit 1
 }
-echo "SLURM cluster $CLUSTER up: partition $PARTITION (node $HOST, $CPUS CPUs, $MEM_MB MB), account $ACCOUNT"
+echo "SLURM cluster $CLUSTER up: partitions $CPU_PARTITION (default) and $GPU_PARTITION (node $HOST, $CPUS CPUs, $MEM_MB MB, no GPU), account $ACCOUNT"

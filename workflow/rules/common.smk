@@ -55,14 +55,19 @@ def rule_resources(rule_name, **defaults):
 
 
 def drop_gpu_model_without_gpu(rules):
-    """profiles/slurm names the GPU model of the rules that may use one (`set-resources`); the SLURM
-    plugin turns any `gpu_model` into `--gpus=<model>:<gpu or 1>`, so a job the config runs on CPUs
-    (no `gpu`, or 0) would still wait for a GPU. Those rules lose the model (main process and jobs
-    alike: the jobs load this file too)."""
+    """profiles/slurm names the GPU partition and model of the rules that may use a GPU
+    (`set-resources`); the SLURM plugin turns any `gpu_model` into `--gpus=<model>:<gpu or 1>`, so a
+    job the config runs on CPUs (no `gpu`, or 0) would still wait for a GPU, and in the GPU partition.
+    Those rules lose the model and get the partition of `default-resources` back (the CPU one; none:
+    the cluster's default partition), main process and jobs alike (the jobs load this file too)."""
+    # every rule starts from a copy of the default resources (Snakemake's Workflow.rule)
+    defaults = workflow.resource_settings._parsed_default_resources
+    cpu_partition = defaults["slurm_partition"] if "slurm_partition" in defaults else None
     for r in rules:
         gpu = r.resources.get("gpu")
         if "gpu_model" in r.resources and not (gpu is not None and gpu.value):
             r.resources["gpu_model"] = None
+            r.resources["slurm_partition"] = cpu_partition
 
 
 def features_h5(wildcards):

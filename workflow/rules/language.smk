@@ -17,7 +17,7 @@ rule language_pretrain:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["pretrain"]
     resources:
-        **rule_resources("language_pretrain", gpu=1, mem_mb=8000, runtime=120),
+        **rule_resources("language_pretrain", mem_mb=8000, runtime=120),
     params:
         settings=lambda w: config["language"]["pretrain"][w.name],
     script:
@@ -35,7 +35,7 @@ rule language_cache:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["extract"]
     resources:
-        **rule_resources("language_cache", gpu=1, mem_mb=16000, runtime=120),
+        **rule_resources("language_cache", mem_mb=16000, runtime=120),
     params:
         settings=lambda w: language_cache_settings(w.study),
     script:
@@ -65,7 +65,7 @@ for _study in study_config.language_studies(config):
             "../../envs/dphpo.yaml"
         threads: config["threads"]["train"]
         resources:
-            **rule_resources("language_method", gpu=1, mem_mb=16000, runtime=240),
+            **rule_resources("language_method", mem_mb=16000, runtime=240),
         params:
             study=_study,
             settings=language_settings_hash(_study),
@@ -97,7 +97,7 @@ rule language_nonprivate:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
     resources:
-        **rule_resources("language_nonprivate", gpu=1, mem_mb=16000, runtime=240),
+        **rule_resources("language_nonprivate", mem_mb=16000, runtime=240),
     params:
         settings=lambda w: language_settings_hash(w.study),
     script:
