@@ -38,7 +38,7 @@ test: install
 	$(BIN)/python -m pytest -q tests
 
 lint: install
-	$(BIN)/ruff check src tests workflow/scripts benchmarks
+	$(BIN)/ruff check src tests workflow/scripts benchmarks experiments
 	$(BIN)/snakefmt --check .
 	$(BIN)/snakemake --lint
 

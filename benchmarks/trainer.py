@@ -173,7 +173,7 @@ def main() -> None:
     w0 = max(len(r[0]) for r in rows)
     print(f"{'engine':<{w0}}  {'ms/step (median)':>16}  {'trial-steps/s':>13}  {'(best)':>9}")
     print(f"{'-' * w0}  {'-' * 16}  {'-' * 13}  {'-' * 9}")
-    for name, med, best, h in rows:
+    for name, med, _best, _h in rows:
         print(f"{name:<{w0}}  {med * 1e3:16.1f}  {rate[name][0]:13.2f}  {rate[name][1]:9.2f}")
     print()
     print("ratios of trial-steps/s (median; best in brackets):")

@@ -28,6 +28,7 @@ from dphpo.hpo import registry  # noqa: E402
 from dphpo.hpo.selection import SelectionRule  # noqa: E402
 from dphpo.hpo.space import SearchSpace  # noqa: E402
 from dphpo.privacy.randomness import NoiseKey  # noqa: E402
+from dphpo.studies.validate import validate_config  # noqa: E402
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures  # noqa: E402
 
 PUBLIC_KEY = NoiseKey(bytes(32))  # a public key: these runs release nothing private
@@ -98,8 +99,6 @@ def main() -> int:
     cfg = config()
     if args.noise_std:
         cfg["selection"]["noise_std"] = args.noise_std
-    from dphpo.study import validate_config  # fills the schema's defaults
-
     key_file = Path("/tmp/dphpo-public-experiment.key")
     if not key_file.exists():
         key_file.write_text(bytes(32).hex())

@@ -13,12 +13,13 @@ from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo import candidates, grid_search, koskela, mehta, oso, papernot_steinke, random_search, registry
 from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures
 from dphpo.hpo.selection import SelectionRule
-from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
 from dphpo.privacy.accountant import make_accountant
+from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.tuning import CappedTrialsLedger, ps_ledger_entry
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd
 from dphpo.train.oso import OsoRule, composed_multiplier, noise_split, train_linear_oso
+
 from conftest import noise_scope
 
 DELTA = 1e-5

@@ -19,6 +19,8 @@ from dphpo.io import write_json
 from dphpo.resume import OWNER, _start_time, release_stale_lock
 from dphpo.studies import config as study_config
 from dphpo.studies import trainers
+from dphpo.studies.trainers import trainer_settings
+from dphpo.studies.validate import validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
@@ -64,7 +66,7 @@ BAD_CONFIGS = [
 def test_bad_config_is_refused_naming_the_key(edit, expected):
     # the function the workflow runs at parse time (common.smk), before any job
     with pytest.raises(ConfigError) as err:
-        study_config.validate_config(tiny_config(**edit), SCHEMA)
+        validate_config(tiny_config(**edit), SCHEMA)
     for text in expected:
         assert text in str(err.value)
 
@@ -82,9 +84,9 @@ def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
 def test_valid_variant_and_steps_range_still_pass():
     cfg = tiny_config(search_space={"eta": {"min": 0.01, "max": 2.0}, "steps": {"min": 5, "max": 40}},
                       **_variant(training={"clip_norm": 0.5}))
-    study_config.validate_config(cfg, SCHEMA)
+    validate_config(cfg, SCHEMA)
     assert study_config.search_space(study_config.variant_config(cfg, "v1")).steps == tuple(range(5, 41))
-    assert study_config.trainer_settings(study_config.variant_config(cfg, "v1")).clip_norm == 0.5
+    assert trainer_settings(study_config.variant_config(cfg, "v1")).clip_norm == 0.5
 
 
 def test_download_false_is_passed_to_the_loader(tmp_path):

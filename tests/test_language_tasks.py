@@ -148,7 +148,7 @@ def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     from dphpo.data.overlap import load_texts
     from dphpo.data.text import load_text, overlapping_parts
     from dphpo.errors import ConfigError
-    from dphpo.studies.config import check_language_study
+    from dphpo.studies.validate import check_language_study
 
     full = load_text({"name": "tweets"})
     a, b = load_text({"name": "tweets", "partition": [0, 2]}), load_text({"name": "tweets", "partition": [1, 2]})

@@ -11,6 +11,7 @@ from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
+
 from conftest import noise_scope
 
 DELTA = 1e-5

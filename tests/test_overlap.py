@@ -126,13 +126,13 @@ def test_cifar100_study_on_an_extractor_pretrained_on_cifar100_is_refused():
 
 
 def test_the_paper_config_with_a_cifar100_on_cifar100_study_is_refused_before_any_job():
-    from dphpo.studies import config as study_config
+    from dphpo.studies.validate import validate_config
 
     cfg = config("paper.yaml")
     n = len(cfg["studies"])
     cfg["studies"].append({"dataset": "cifar100", "extractor": "resnet20_cifar100"})
     with pytest.raises(ConfigError, match=rf"studies\[{n}\]: .*'resnet20_cifar100'"):
-        study_config.validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+        validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
 
 
 def test_imagenet_extractors_are_refused_on_imagenet_by_name():

@@ -15,15 +15,16 @@ import pytest
 import torch
 import yaml
 
-from conftest import noise_scope
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import LinearHeadTrainer, PreparedFeatures, TrainSettings
-from dphpo.privacy.accountant import MINIBATCH_RDP_ORDERS, RUN_RDP_ORDERS
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.accountant import MINIBATCH_RDP_ORDERS, RUN_RDP_ORDERS
 from dphpo.privacy.gdp import mu_from_eps
 from dphpo.privacy.rdp import rdp_to_dp
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+
+from conftest import noise_scope
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_TINY = REPO / "tests" / "configs" / "paper_tiny.yaml"

@@ -237,7 +237,7 @@ def test_zhu_wang_general_bound_on_a_gaussian():
     orders = np.arange(2.0, 65.0)
     for q, sigma in [(0.01, 1.0), (0.1, 3.0), (0.5, 1.0)]:
         exact = subsampled_gaussian_rdp(q, sigma, 1, orders)
-        general = poisson_subsampled_rdp(q, lambda lam: gdp_rdp(1.0 / sigma, lam), orders)
+        general = poisson_subsampled_rdp(q, lambda lam, sigma=sigma: gdp_rdp(1.0 / sigma, lam), orders)
         assert np.all(general >= exact * (1 - 1e-12))
         assert np.all(general <= exact + math.log(3.0) / (orders - 1.0) + 1e-12)
         assert np.all(general <= gdp_rdp(1.0 / sigma, orders) + 1e-12)

@@ -19,6 +19,7 @@ from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
 from dphpo.studies import writer
 from dphpo.train.protocol import PrivateTrainer, best_index
+
 from conftest import noise_scope
 
 DELTA = 1e-5

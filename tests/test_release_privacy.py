@@ -13,13 +13,14 @@ import pytest
 import torch
 import yaml
 
-from conftest import noise_scope
 from dphpo.hpo import registry
 from dphpo.hpo.common import INTERNAL_NOTICE, LinearHeadTrainer, release_record
 from dphpo.io import read_json
 from dphpo.privacy.randomness import ENV_VAR, NoiseKey, load_key, public_seed
 from dphpo.studies.writer import write_result
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+
+from conftest import noise_scope
 from test_baselines import CONFIG
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,7 +143,7 @@ def released(digits_features, tmp_path_factory):
 
 def test_release_holds_no_exact_private_statistic_and_no_seed(released):
     _, files = released
-    for (method, _), (d, result) in files.items():
+    for (method, _), (d, _result) in files.items():
         text = (d / "result.json").read_text()
         for forbidden in ('"train_accuracy"', '"train_metric"', "noise_seed", "subsample_size", '"n_train"', '"K"', "mean_batch"):
             assert forbidden not in text, (method, forbidden)

@@ -13,6 +13,7 @@ import pytest
 from dphpo import layout
 from dphpo.errors import ConfigError
 from dphpo.studies import config as study_config
+from dphpo.studies.trainers import TRAINER_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,7 @@ def test_trainer_registry_covers_every_kind_the_config_accepts():
     from dphpo.studies.trainers import TRAINERS
 
     kinds = set(study_config.VISION_TRAINERS) | set(study_config.LANGUAGE_TRAINERS)
-    assert set(TRAINERS) == kinds == set(study_config.TRAINER_SETTINGS)
+    assert set(TRAINERS) == kinds == set(TRAINER_SETTINGS)
 
 
 def test_trainer_kind_from_the_study_else_its_halfs_default():

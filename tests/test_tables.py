@@ -2,8 +2,8 @@
 
 import pytest
 
-from dphpo.io import write_json
 from dphpo import layout
+from dphpo.io import write_json
 from dphpo.report import provenance
 from dphpo.report.tables import Table, html_page, label_key
 

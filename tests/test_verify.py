@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import noise_scope
 from dphpo.cli import main
 from dphpo.hpo import registry
 from dphpo.hpo.common import LinearHeadTrainer
 from dphpo.io import SEAL_KEY, seal
 from dphpo.studies.writer import write_result
 from dphpo.verify import expected_hashes, gdp_eps, verify_tree
+
+from conftest import noise_scope
 from test_baselines import CONFIG
 
 TINY = Path(__file__).parent / "configs" / "tiny.yaml"

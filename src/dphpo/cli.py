@@ -14,8 +14,9 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from dphpo.errors import DPHPOError
 
@@ -486,8 +487,8 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _audit(args: argparse.Namespace) -> int:
     from dphpo.audit import THREAT_MODELS
     from dphpo.audit.run import AuditSpec, check_spec_data, load_audit_data, run_audit
-    from dphpo.report.audit import audit_table, write_audit
     from dphpo.io import check_writable
+    from dphpo.report.audit import audit_table, write_audit
 
     models = THREAT_MODELS if args.threat_model == "both" else (args.threat_model,)
     # Every spec is checked before any data are loaded or any run is trained.

@@ -21,16 +21,21 @@ It prints one table (file, method, claimed ε, recomputed ε, status) and a summ
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from dphpo.hpo.common import INTERNAL_KEYS
 from dphpo.io import SEAL_KEY, seal
+from dphpo.provenance import config_hash
+from dphpo.studies import config as study_config
 
 #: Tolerance of a recomputed ε where either side is numerical (prv-accountant's upper bound carries its
 #: eps_error, 0.01 by default; PLD discretises): relative and absolute.
@@ -152,8 +157,6 @@ def _pld_eps(entries: list[dict], delta: float) -> float:
 
 
 def _uncovered(value: Any, where: str = "") -> list[str]:
-    from dphpo.hpo.common import INTERNAL_KEYS
-
     found = []
     if isinstance(value, dict):
         for k, v in value.items():
@@ -220,13 +223,7 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
 
 def expected_hashes(config_path: str | Path) -> dict[str, str]:
     """{variant: config hash} the given config asks for (validated with the workflow's schema)."""
-    import copy
-
-    import yaml
-    from snakemake.utils import validate
-
-    from dphpo.provenance import config_hash
-    from dphpo.studies import config as study_config
+    from snakemake.utils import validate  # the workflow extra
 
     config = yaml.safe_load(Path(config_path).read_text())
     schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"

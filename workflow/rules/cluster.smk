@@ -7,7 +7,15 @@
 import os
 import shutil
 
-_SACCT_ADAPTER = os.path.abspath(os.path.join(workflow.current_basedir, "..", "..", "profiles", "slurm", "bin"))
+
+# PATH: read and extended below (the adapter's directory first; harmless where jobs inherit it)
+envvars:
+    "PATH",
+
+
+_SACCT_ADAPTER = os.path.abspath(
+    os.path.join(workflow.current_basedir, "..", "..", "profiles", "slurm", "bin")
+)
 if (
     workflow.is_main_process
     and shutil.which("sacct")

@@ -8,8 +8,9 @@ from snakemake.logging import logger
 from dphpo import layout
 from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
+from dphpo.studies.validate import validate_config
 from dphpo.errors import DPHPOError
-from dphpo.features.build import dataset_options
+from dphpo.data.registry import dataset_options
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
 from dphpo.resume import record_lock_owner, release_stale_lock
@@ -23,7 +24,7 @@ if _released:
 try:
     # the schema (defaults filled in), each variant merged over the base config, then the
     # cross-checks (budgets, baselines, pretraining, language studies): all before any job
-    study_config.validate_config(
+    validate_config(
         config,
         # relative to this file, so that the workflow also validates when used as a module
         os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml"),
@@ -241,7 +242,7 @@ def paper_all_results(wildcards):
 
 
 # The language studies (language.smk): inputs, settings hashes and the tables of seed 000 §5.4-5.5
-# (validated with the rest of the config by study_config.validate_config above).
+# (validated with the rest of the config by validate_config above).
 from dphpo.report import language as language_report
 
 

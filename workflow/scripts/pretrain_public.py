@@ -1,6 +1,6 @@
 """Rule pretrain_public: train `pretraining.<name>` on its public dataset, write the checkpoint."""
 
-from dphpo.features.build import dataset_download
+from dphpo.data.registry import dataset_download
 from dphpo.features.pretrain import run_pretraining
 from dphpo.privacy.randomness import key_from_config
 from dphpo.studies import jobs

@@ -13,10 +13,11 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from dphpo.errors import DatasetError
+from dphpo.errors import ConfigError, DatasetError
 
 # Seed of the fixed, documented train/test splits of datasets that ship without one (digits, tweets).
 SPLIT_SEED = 0
@@ -269,3 +270,31 @@ def load_dataset(
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
     ds = spec.loader(Path(root), download)
     return subset(ds, max_train, max_test, subset_seed)
+
+
+# --------------------------------------------------------------------------------------------
+# a dataset's options in the config (`datasets.<name>`)
+
+
+def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
+    """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional)."""
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"datasets.{dataset} must be a mapping, got {type(section).__name__}")
+    opts = {"max_train": section.get("max_train"), "max_test": section.get("max_test"),
+            "subset_seed": int(section.get("subset_seed", 0) or 0)}
+    for key in ("max_train", "max_test"):
+        if opts[key] is not None:
+            try:
+                opts[key] = int(opts[key])
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"datasets.{dataset}.{key} must be an integer or null, got {opts[key]!r}") from exc
+            if opts[key] <= 0:
+                raise ConfigError(f"datasets.{dataset}.{key} must be positive, got {opts[key]}")
+    return opts
+
+
+def dataset_download(config: dict, dataset: str) -> bool:
+    """`datasets.<dataset>.download` (default true): may a loader fetch missing files? Not part of
+    `dataset_options`: it decides where the data come from, never what they are (checksums verify)."""
+    return bool(((config.get("datasets") or {}).get(dataset) or {}).get("download", True))

@@ -1,6 +1,6 @@
 """Frozen feature extractors and the HDF5 feature cache."""
 
-from dphpo.features.build import build_feature_cache, dataset_options, expected_attrs, extractor_spec
+from dphpo.features.build import build_feature_cache, expected_attrs, extractor_spec
 from dphpo.features.cache import (
     FORMAT_VERSION,
     FeatureSet,
@@ -25,7 +25,6 @@ __all__ = [
     "build_feature_cache",
     "check_modality",
     "content_sha256",
-    "dataset_options",
     "expected_attrs",
     "extractor_spec",
     "get_extractor",

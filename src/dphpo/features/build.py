@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from dphpo.data import DATASETS, load_dataset
+from dphpo.data.registry import dataset_download, dataset_options
 from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache
 from dphpo.features.extractors import check_modality, get_extractor
@@ -18,30 +19,6 @@ from dphpo.features.tensors import resolve_device
 log = logging.getLogger(__name__)
 
 DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed")
-
-
-def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
-    """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional)."""
-    section = (config.get("datasets") or {}).get(dataset) or {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"datasets.{dataset} must be a mapping, got {type(section).__name__}")
-    opts = {"max_train": section.get("max_train"), "max_test": section.get("max_test"),
-            "subset_seed": int(section.get("subset_seed", 0) or 0)}
-    for key in ("max_train", "max_test"):
-        if opts[key] is not None:
-            try:
-                opts[key] = int(opts[key])
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"datasets.{dataset}.{key} must be an integer or null, got {opts[key]!r}") from exc
-            if opts[key] <= 0:
-                raise ConfigError(f"datasets.{dataset}.{key} must be positive, got {opts[key]}")
-    return opts
-
-
-def dataset_download(config: dict, dataset: str) -> bool:
-    """`datasets.<dataset>.download` (default true): may a loader fetch missing files? Not part of
-    `dataset_options`: it decides where the data come from, never what they are (checksums verify)."""
-    return bool(((config.get("datasets") or {}).get(dataset) or {}).get("download", True))
 
 
 def extractor_spec(config: dict, extractor: str) -> dict:

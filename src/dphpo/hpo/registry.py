@@ -16,17 +16,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dphpo.errors import ConfigError
-from dphpo.hpo import linear_scaling as ls
-from dphpo.hpo.common import MethodResult
-from dphpo.hpo.selection import SelectionRule
-from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import ACCOUNTANTS
 from dphpo.privacy.randomness import NoiseScope
-from dphpo.train.protocol import PrivateTrainer
 
-MethodFn = Callable[[PrivateTrainer, dict, int, bool], list[MethodResult]]
+if TYPE_CHECKING:  # the methods' modules load torch; the registry itself is read by torch-free table jobs
+    from dphpo.hpo.common import MethodResult
+    from dphpo.train.protocol import PrivateTrainer
+
+MethodFn = Callable[["PrivateTrainer", dict, NoiseScope, bool], "list[MethodResult]"]
 
 
 class _Lazy:
@@ -43,21 +43,9 @@ class _Lazy:
             getattr(importlib.import_module(self.module), self.check_name)(config)
 
 
-def _linear_scaling(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
-    return ls.run(
-        trainer,
-        ls.LinearScalingConfig.from_config(config.get("linear_scaling", {})),
-        SearchSpace.from_config(config["search_space"]),
-        SelectionRule.from_config(config.get("selection", {})),
-        [float(e) for e in config["privacy"]["target_eps"]],
-        noise,
-        progress,
-    )
-
-
 _HPO = "dphpo.hpo."
 METHODS: dict[str, MethodFn] = {
-    "linear_scaling": _linear_scaling,  # the workflow runs it stage by stage (search.smk)
+    "linear_scaling": _Lazy(_HPO + "linear_scaling", "run_from_config"),  # the workflow runs it stage by stage
     "random_search": _Lazy(_HPO + "random_search", "run"),
     "random_search_k": _Lazy(_HPO + "random_search", "run_k", "check"),
     "grid_oracle": _Lazy(_HPO + "grid_search", "run_oracle"),

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.io import atomic_path
 from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std
 from dphpo.studies import config as study_config
 
@@ -327,8 +328,6 @@ def figure4(config: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from dphpo.io import atomic_path
 
     study = section(config).get("figure4")
     rd = Reader(config)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dphpo import layout
+from dphpo.hpo import registry
 
 DEFAULT = "default"
 LS = "linear_scaling"
@@ -136,8 +137,6 @@ class Paper:
         if method == LS:
             return None
         if self._jobs is None:
-            from dphpo.hpo import registry
-
             self._jobs = set(registry.method_jobs(self.config))
         if (dataset, extractor, method) not in self._jobs:
             if method == "oso_dpsgd_cnn":

@@ -14,6 +14,7 @@ import numpy as np
 
 from dphpo.io import write_json
 from dphpo.report.plan import Paper, plan_table5
+from dphpo.studies.trainers import load_features
 
 
 def accuracy(weights: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
@@ -24,9 +25,7 @@ def accuracy(weights: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
 
 def shift_test_set(p: Paper, dataset: str, extractor: str, label_map: dict | None, features: str):
     """Test features of `dataset` prepared as the training study's were, labels mapped to the train classes."""
-    from dphpo import study
-
-    prepared = study.load_features(p.config, features, dataset, extractor)
+    prepared = load_features(p.config, features, dataset, extractor)
     x = prepared.x_test.cpu().numpy()
     y = prepared.y_test.cpu().numpy()
     if not label_map:

@@ -15,11 +15,17 @@ so the HPO methods of dphpo.hpo run on both unchanged.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+import json
 from typing import Any
 
 from dphpo import layout
-from dphpo.errors import ConfigError, DPHPOError
+from dphpo.data.registry import DATASETS, dataset_options
+from dphpo.data.registry import public_train_size as declared_size
+from dphpo.errors import ConfigError, DPHPOError, OutputFileError
+from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, check_budgets
+from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
+from dphpo.io import read_json
 from dphpo.privacy.randomness import NoiseScope, key_from_config
 from dphpo.provenance import config_hash
 
@@ -91,8 +97,6 @@ def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = 
     """What a training job computes from, read off a variant's config (`variant_config`): the run
     settings sections, the study's extractor section and dataset options, the public size and the
     noise key's fingerprint (another key draws other noise)."""
-    from dphpo.features.build import dataset_options
-
     settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
     if extractor is not None:
         settings["extractor"] = cfg.get("extractors", {}).get(extractor)
@@ -125,11 +129,6 @@ def check_inputs(paths: Any, config: dict) -> None:
     """Refuse a stage or result file computed with other settings than `config` asks for (after
     `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it),
     naming the file and the keys that differ. Raises OutputFileError."""
-    import json
-
-    from dphpo.errors import OutputFileError
-    from dphpo.io import read_json
-
     for path in paths:
         prov = read_json(path).get("provenance") or {}
         if "settings_hash" not in prov:
@@ -146,30 +145,22 @@ def check_inputs(paths: Any, config: dict) -> None:
 
 def search_space(config: dict):
     """The config's SearchSpace (dphpo.hpo.space)."""
-    from dphpo.hpo.space import SearchSpace
-
     return SearchSpace.from_config(config["search_space"])
 
 
 def selection_rule(config: dict):
     """The config's SelectionRule (dphpo.hpo.selection)."""
-    from dphpo.hpo.selection import SelectionRule
-
     return SelectionRule.from_config(config.get("selection", {}))
 
 
 def linear_scaling_config(config: dict):
-    """The config's LinearScalingConfig (dphpo.hpo.linear_scaling: imports torch when called)."""
-    from dphpo.hpo.linear_scaling import LinearScalingConfig
-
+    """The config's LinearScalingConfig (dphpo.hpo.linear_scaling_plan)."""
     return LinearScalingConfig.from_config(config.get("linear_scaling", {}))
 
 
 def public_train_size(config: dict, dataset: str) -> int:
     """The declared public size of a study's training set (`datasets.<name>.public_n_train`, else the
     dataset's published size capped by max_train): what the mechanism divides by, never the private count."""
-    from dphpo.data.registry import public_train_size as declared_size
-
     section = (config.get("datasets") or {}).get(dataset) or {}
     return declared_size(dataset, section.get("max_train"), section.get("public_n_train"))
 
@@ -200,75 +191,8 @@ def vision_study(config: dict, dataset: str, extractor: str) -> dict:
     return {"dataset": dataset, "extractor": extractor}
 
 
-# Where each trainer kind's settings class lives (dphpo.studies.trainers.TRAINERS builds the trainer):
-# vision settings are read off the whole config (`training`, `privacy`), language ones off the study's `training`.
-TRAINER_SETTINGS = {
-    "linear_head": ("dphpo.train.linear_head", "TrainSettings"),
-    "finetune": ("dphpo.train.finetune", "FinetuneSettings"),
-    "dpzo": ("dphpo.train.dpzo", "DPZOSettings"),
-}
-
-
-def trainer_settings(config: dict, study: dict | None = None):
-    """The settings of a study's trainer (raises ConfigError on bad keys; imports the trainer's module).
-    No study: a vision study's (the linear head's settings, read off `config`)."""
-    import importlib
-
-    study = study or {}
-    module, name = TRAINER_SETTINGS[trainer_kind(study)]
-    cls = getattr(importlib.import_module(module), name)
-    return cls.from_config(study.get("training") if is_language(study) else config)
-
-
-def validate_config(config: dict, schema: str | Path) -> None:
-    """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
-    validator, filling in defaults), each variant merged over the base config against the same
-    closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
-    last every language study (`check_language_study`). One entry point for both halves.
-    Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
-
-    from dphpo.features.pretrain import check_pretraining_config
-    from dphpo.hpo import registry
-
-    try:
-        validate(config, schema=str(schema))
-    except WorkflowError as err:
-        raise ConfigError(_schema_message(err)) from None
-    for variant in config.get("variants", {}):
-        try:
-            validate(merged_variant(config, variant), schema=str(schema))
-        except WorkflowError as err:
-            raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
-    check_config(config)
-    registry.check_config(config)  # baselines: known names, feasible plans
-    check_pretraining_config(config)  # pretrained_public names a section
-    key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
-    for spec in language_studies(config).values():
-        check_language_study(config, spec)
-
-
-def _schema_message(err: Exception) -> str:
-    """`key.path: what is wrong` from Snakemake's wrapper of a jsonschema ValidationError (whose
-    own text dumps the schema); for a oneOf, why each alternative failed."""
-    import jsonschema
-
-    cause = err.__context__
-    if not isinstance(cause, jsonschema.ValidationError):
-        return str(err)
-    where = ".".join(str(p) for p in cause.absolute_path) or "the config"
-    message = f"{where}: {cause.message}"
-    if cause.context:
-        message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
-    return message
-
-
 def check_config(config: dict) -> None:
     """Checks the JSON schema cannot express; raises ConfigError / InfeasibleBudgetError before any job runs."""
-    from dphpo.data import DATASETS
-    from dphpo.hpo.linear_scaling import check_budgets
-
     _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
@@ -327,8 +251,6 @@ def language_public_size(spec: dict) -> int | None:
     `data.max_train`, else the registry's published size of an unpartitioned registry corpus; None when
     only the hub's published split size can tell (`hub_published_size`, read in the job).
     The mechanism uses it for q = B/n, its normalizer and δ = 1/(2n), never the private count."""
-    from dphpo.data.registry import DATASETS
-
     data = spec["data"]
     if data.get("public_n_train"):
         return int(data["public_n_train"])
@@ -366,40 +288,9 @@ def language_config(config: dict, spec: dict, n_train: int | None = None) -> dic
     return merged
 
 
-def check_language_study(config: dict, spec: dict) -> None:
-    """What the schema cannot say of a language study; raises ConfigError before any job runs."""
-    where = f"language.studies.{spec['name']}"
-    if spec["task"] not in LANGUAGE_TASKS:
-        raise ConfigError(f"{where}.task: expected one of {LANGUAGE_TASKS}, got {spec['task']!r}")
-    if trainer_kind(spec) not in LANGUAGE_TRAINERS:
-        raise ConfigError(f"{where}.trainer: expected one of {LANGUAGE_TRAINERS}, got {spec.get('trainer')!r}")
-    # whether each method accepts the study's trainer: dphpo.hpo.registry.check_supported(method, trainer, accountant)
-    for m in spec.get("methods", []):
-        if m not in LANGUAGE_METHODS:
-            raise ConfigError(f"{where}.methods: unknown method {m!r}; known: {', '.join(LANGUAGE_METHODS)}")
-    pre = spec["model"].get("pretrain")
-    if pre and pre not in ((config.get("language") or {}).get("pretrain") or {}):
-        raise ConfigError(f"{where}.model.pretrain: {pre!r} is not defined under language.pretrain")
-    if pre and spec["task"] != "causal_lm":
-        raise ConfigError(f"{where}.model.pretrain: only causal_lm studies use a pretrained small LM")
-    if pre:
-        from dphpo.data.text import overlapping_parts
-
-        shared = overlapping_parts(config["language"]["pretrain"][pre]["data"], spec["data"])
-        if shared:
-            raise ConfigError(
-                f"{where}.data: the public pretraining corpus of {pre!r} includes {shared[0]!r}, the study's private data; "
-                "give both a data.partition [k, m] with the same m and different k so they cannot share texts"
-            )
-    trainer_settings(config, spec)  # raises on bad training keys
-    _check_language_plan(config, spec)
-
-
-def _check_language_plan(config: dict, spec: dict) -> None:
+def check_language_plan(config: dict, spec: dict) -> None:
     """The search space and, for the linear scaling rule, the stage budgets against every target ε
     (InfeasibleBudgetError before any job runs). δ = 1/(2N) is checked at N = data.max_train when set."""
-    from dphpo.hpo.linear_scaling import check_budgets
-
     cfg = language_config(config, spec, language_public_size(spec))
     if isinstance(cfg["privacy"]["delta"], str):
         return  # δ = 1/(2N) and N is known only once the data is loaded; the job checks again before training

@@ -8,9 +8,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
+import torch
+
+from dphpo.hpo import nonprivate
+from dphpo.hpo import registry as hpo
+from dphpo.privacy.randomness import key_from_config
 from dphpo.studies import config as study_config
 from dphpo.studies import writer
 from dphpo.studies.trainers import build_trainer
@@ -19,8 +25,6 @@ from dphpo.studies.trainers import build_trainer
 @contextlib.contextmanager
 def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
     """Send a job's stdout, stderr (progress bars included) and logging to its Snakemake log file."""
-    import torch
-
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(max(1, int(threads)))
     with open(log_path, "w", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
@@ -32,7 +36,6 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
         try:
             yield logging.getLogger("dphpo")
         except BaseException:
-            import traceback
 
             traceback.print_exc(file=fh)
             raise
@@ -45,9 +48,6 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
                         internal_paths: Sequence) -> list[dict]:
     """Run `method` (dphpo.hpo.registry) on language study `name`; per target ε of the study (in order,
     as the output lists are) write result.json (the release), the model and the internal log."""
-    from dphpo.hpo import registry as hpo
-    from dphpo.privacy.randomness import key_from_config
-
     spec = study_config.language_study(config, name)
     trainer, cfg = build_trainer(config, spec, source)
     noise = key_from_config(config).scope(study=name, seed=int(seed))
@@ -62,8 +62,6 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
 
 def run_language_nonprivate(config: dict, name: str, source, result_path, model_path, internal_path) -> dict:
     """Every search-space grid point trained without noise (σ = 0), best on TEST: the ε = ∞ reference."""
-    from dphpo.hpo import nonprivate
-
     spec = study_config.language_study(config, name)
     trainer, cfg = build_trainer(config, spec, source)
     result = nonprivate.run(trainer, study_config.search_space(cfg), progress=True)

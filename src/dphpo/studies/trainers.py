@@ -13,12 +13,20 @@ them. The torch-side modules are imported when a trainer is built, not when this
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from dphpo.errors import ConfigError
+from dphpo.features.build import expected_attrs
+from dphpo.features.cache import load_feature_cache
 from dphpo.privacy.accountant import make_accountant
 from dphpo.studies import config as study_config
+from dphpo.tasks.causal_lm import CausalLMTask
+from dphpo.tasks.classification import SequenceClassificationTask
+from dphpo.train.linear_head import LinearHeadTrainer, prepare_features
 
 
 @dataclass(frozen=True)
@@ -36,20 +44,34 @@ class TrainerKind:
     provenance_key: str | None = None
 
 
+# Where each trainer kind's settings class lives (dphpo.studies.trainers.TRAINERS builds the trainer):
+# vision settings are read off the whole config (`training`, `privacy`), language ones off the study's `training`.
+TRAINER_SETTINGS = {
+    "linear_head": ("dphpo.train.linear_head", "TrainSettings"),
+    "finetune": ("dphpo.train.finetune", "FinetuneSettings"),
+    "dpzo": ("dphpo.train.dpzo", "DPZOSettings"),
+}
+
+
+def trainer_settings(config: dict, study: dict | None = None):
+    """The settings of a study's trainer (raises ConfigError on bad keys; imports the trainer's module).
+    No study: a vision study's (the linear head's settings, read off `config`)."""
+    study = study or {}
+    module, name = TRAINER_SETTINGS[study_config.trainer_kind(study)]
+    cls = getattr(importlib.import_module(module), name)
+    return cls.from_config(study.get("training") if study_config.is_language(study) else config)
+
+
 def load_features(config: dict, path: str | Path, dataset: str, extractor: str):
     """Read and verify a feature cache, then prepare it for training as the config says (PreparedFeatures)."""
-    from dphpo.features.build import expected_attrs
-    from dphpo.features.cache import load_feature_cache
-    from dphpo.train.linear_head import prepare_features
 
     # a cache built under other dataset options (subsets) or extractor settings is refused, not used
     feature_set = load_feature_cache(path, expect=expected_attrs(dataset, extractor, config))
-    return prepare_features(feature_set, study_config.trainer_settings(config), study_config.public_train_size(config, dataset))
+    return prepare_features(feature_set, trainer_settings(config), study_config.public_train_size(config, dataset))
 
 
 def _linear_head(config: dict, study: dict, inputs: str | Path) -> tuple[Any, dict]:
     """The linear-head trainer over a verified feature cache, with the accountant the config asks for."""
-    from dphpo.train.linear_head import LinearHeadTrainer
 
     features = load_features(config, inputs, study["dataset"], study["extractor"])
     return LinearHeadTrainer.from_config(features, config), config
@@ -63,9 +85,7 @@ def run_accountant(sample_rate: float, delta: float, eps_error: float = 0.01):
 def hub_published_size(spec: dict) -> int:
     """The train split's size as the hub dataset's card publishes it (builder metadata, not a count of
     the downloaded private texts)."""
-    import datasets
-
-    from dphpo.errors import ConfigError
+    import datasets  # Hugging Face datasets: the language extra
 
     data = spec["data"]
     info = datasets.load_dataset_builder(data["name"][3:], data.get("config"), revision=data.get("revision")).info
@@ -81,10 +101,8 @@ def hub_published_size(spec: dict) -> int:
 def load_task(spec: dict, inputs: str | Path | None):
     """The task of a language study from its input (hidden-state cache or pretrained LM checkpoint)."""
     if spec["task"] == "classification":
-        from dphpo.tasks.classification import SequenceClassificationTask
 
         return SequenceClassificationTask.from_cache(inputs, spec["model"])
-    from dphpo.tasks.causal_lm import CausalLMTask
 
     return CausalLMTask.from_spec(spec, inputs)
 
@@ -94,11 +112,10 @@ def _language(trainer_class: str) -> Callable[[dict, dict, Any], tuple[Any, dict
     and the study's config with δ = 1/(2N) resolved at the public size."""
 
     def build(config: dict, spec: dict, inputs: str | Path | None) -> tuple[Any, dict]:
-        import importlib
 
         module, name = trainer_class.split(":")
         task = load_task(spec, inputs)
-        s = study_config.trainer_settings(config, spec)
+        s = trainer_settings(config, spec)
         n_public = study_config.language_public_size(spec) or hub_published_size(spec)
         cfg = study_config.language_config(config, spec, n_public)
         acc = run_accountant(s.sample_rate(n_public), cfg["privacy"]["delta"], float(cfg["privacy"].get("eps_error", 0.01)))

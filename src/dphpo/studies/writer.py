@@ -8,11 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from dphpo.hpo.common import release_record
 from dphpo.io import write_json
+from dphpo.privacy.accountant import accountant_from_config
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.provenance import config_hash, package_versions
 from dphpo.studies import config as study_config
-from dphpo.studies.trainers import TRAINERS
+from dphpo.studies.trainers import TRAINERS, trainer_settings
+from dphpo.train.linear_head import save_weights
 
 
 def provenance(config: dict, trainer: Any | None = None, result: Any | None = None,
@@ -27,9 +32,6 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
     (dataset, extractor), the run settings and their hash that consumers check; a language trainer
     nests its block under `trainer` and records the versions of its extra packages.
     """
-    import torch
-
-    from dphpo.privacy.accountant import accountant_from_config
 
     kind = TRAINERS[trainer.kind if trainer is not None else study_config.VISION_TRAINERS[0]]
     accountant = trainer.accountant.describe() if trainer is not None else accountant_from_config(config).describe()
@@ -44,7 +46,7 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
         block[kind.provenance_key] = trainer.provenance()
     else:
         block["torch_threads"] = torch.get_num_threads()
-        block.update(trainer.provenance() if trainer is not None else {"training": study_config.trainer_settings(config).__dict__})
+        block.update(trainer.provenance() if trainer is not None else {"training": trainer_settings(config).__dict__})
     if "dataset" in extra and "extractor" in extra:  # what Snakemake's params hash: consumers check it
         block["settings"] = study_config.run_settings(config, extra["extractor"], extra["dataset"])
         block["settings_hash"] = config_hash(block["settings"])
@@ -61,8 +63,6 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
 def write_result(result: Any, result_path: str | Path, model_path: str | Path, provenance: dict, internal_path: str | Path) -> dict:
     """One target ε of a method (a dphpo.hpo.common.MethodResult): result.json (the release), the internal
     log and the released model, all atomic. Returns the release record."""
-    from dphpo.hpo.common import release_record
-    from dphpo.train.linear_head import save_weights
 
     if result.save_model is not None:
         result.save_model(model_path)

@@ -16,7 +16,13 @@ import numpy as np
 import torch
 
 from dphpo.io import atomic_path
-from dphpo.privacy.accountant import RunAccountant, accountant_from_config, check_accounting, config_delta, make_accountant
+from dphpo.privacy.accountant import (
+    RunAccountant,
+    accountant_from_config,
+    check_accounting,
+    config_delta,
+    make_accountant,
+)
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
 from dphpo.train.protocol import TrialOutcome
 

@@ -1,0 +1,93 @@
+"""Everything the workflow checks before any job, for both halves (one entry point, `validate_config`):
+the schema, every variant, the cross-checks of dphpo.studies.config, the baselines, public
+pretraining and each language study with its trainer's settings. It loads the method registry and
+the trainers' settings classes (torch); dphpo.studies.config itself stays torch-free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+
+from dphpo.data.text import overlapping_parts
+from dphpo.errors import ConfigError
+from dphpo.features.pretrain import check_pretraining_config
+from dphpo.hpo import registry
+from dphpo.privacy.randomness import key_from_config
+from dphpo.studies.config import (
+    LANGUAGE_METHODS,
+    LANGUAGE_TASKS,
+    LANGUAGE_TRAINERS,
+    check_config,
+    check_language_plan,
+    language_studies,
+    merged_variant,
+    trainer_kind,
+)
+from dphpo.studies.trainers import trainer_settings
+
+
+def validate_config(config: dict, schema: str | Path) -> None:
+    """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
+    validator, filling in defaults), each variant merged over the base config against the same
+    closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
+    last every language study (`check_language_study`). One entry point for both halves.
+    Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
+    from snakemake.exceptions import WorkflowError  # the workflow extra
+    from snakemake.utils import validate
+
+    try:
+        validate(config, schema=str(schema))
+    except WorkflowError as err:
+        raise ConfigError(_schema_message(err)) from None
+    for variant in config.get("variants", {}):
+        try:
+            validate(merged_variant(config, variant), schema=str(schema))
+        except WorkflowError as err:
+            raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
+    check_config(config)
+    registry.check_config(config)  # baselines: known names, feasible plans
+    check_pretraining_config(config)  # pretrained_public names a section
+    key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
+    for spec in language_studies(config).values():
+        check_language_study(config, spec)
+
+
+def _schema_message(err: Exception) -> str:
+    """`key.path: what is wrong` from Snakemake's wrapper of a jsonschema ValidationError (whose
+    own text dumps the schema); for a oneOf, why each alternative failed."""
+    cause = err.__context__
+    if not isinstance(cause, jsonschema.ValidationError):
+        return str(err)
+    where = ".".join(str(p) for p in cause.absolute_path) or "the config"
+    message = f"{where}: {cause.message}"
+    if cause.context:
+        message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
+    return message
+
+
+def check_language_study(config: dict, spec: dict) -> None:
+    """What the schema cannot say of a language study; raises ConfigError before any job runs."""
+    where = f"language.studies.{spec['name']}"
+    if spec["task"] not in LANGUAGE_TASKS:
+        raise ConfigError(f"{where}.task: expected one of {LANGUAGE_TASKS}, got {spec['task']!r}")
+    if trainer_kind(spec) not in LANGUAGE_TRAINERS:
+        raise ConfigError(f"{where}.trainer: expected one of {LANGUAGE_TRAINERS}, got {spec.get('trainer')!r}")
+    # whether each method accepts the study's trainer: dphpo.hpo.registry.check_supported(method, trainer, accountant)
+    for m in spec.get("methods", []):
+        if m not in LANGUAGE_METHODS:
+            raise ConfigError(f"{where}.methods: unknown method {m!r}; known: {', '.join(LANGUAGE_METHODS)}")
+    pre = spec["model"].get("pretrain")
+    if pre and pre not in ((config.get("language") or {}).get("pretrain") or {}):
+        raise ConfigError(f"{where}.model.pretrain: {pre!r} is not defined under language.pretrain")
+    if pre and spec["task"] != "causal_lm":
+        raise ConfigError(f"{where}.model.pretrain: only causal_lm studies use a pretrained small LM")
+    if pre:
+        shared = overlapping_parts(config["language"]["pretrain"][pre]["data"], spec["data"])
+        if shared:
+            raise ConfigError(
+                f"{where}.data: the public pretraining corpus of {pre!r} includes {shared[0]!r}, the study's private data; "
+                "give both a data.partition [k, m] with the same m and different k so they cannot share texts"
+            )
+    trainer_settings(config, spec)  # raises on bad training keys
+    check_language_plan(config, spec)
