@@ -53,6 +53,10 @@ def test_command_line_lists_are_parsed_where_the_schema_wants_a_list():
     config = {"seeds": "[0,1]", "data_dir": "[not, a, list]"}
     checks.coerce_command_line_lists(config, schema)
     assert config == {"seeds": [0, 1], "data_dir": "[not, a, list]"}
+    schema["properties"]["seeds"]["items"] = {"type": "integer"}
+    config = {"seeds": ["0", "1"]}  # what Snakemake makes of --config seeds=[0,1]
+    checks.coerce_command_line_lists(config, schema)
+    assert config == {"seeds": [0, 1]}
 
 
 def test_variant_names_must_be_path_safe_and_not_default():

@@ -59,6 +59,24 @@ BAD_CONFIGS = [
     ("variant overriding shared data", _variant(datasets={"digits": {"max_train": 100}}), ["variants.v1: datasets"]),
     ("typo in an extractor", {"extractors": {"raw": {"kind": "raw", "resolutoin": 8}}}, ["extractors.raw:", "resolutoin"]),
     ("unknown dataset under datasets", {"datasets": {"digts": {"max_train": 100}}}, ["datasets.digts", "unknown dataset"]),
+    # issue 16: accepted and wrong before, each refused before any job now
+    ("NaN clip norm", {"training": {"clip_norm": float("nan")}}, ["training.clip_norm: expected a finite number"]),
+    ("infinite eta", {"search_space": {"eta": {"min": 0.01, "max": float("inf")}, "steps": [5]}},
+     ["search_space.eta.max: expected a finite number"]),
+    ("NaN delta", {"privacy": {"target_eps": [1], "delta": float("nan")}}, ["privacy.delta: expected a finite number"]),
+    ("huge target eps", {"privacy": {"target_eps": [float("inf")]}}, ["privacy.target_eps[0]: expected a finite number"]),
+    ("YAML 1.1 exponent", {"privacy": {"target_eps": [1], "delta": "1e-6"}}, ["privacy.delta", "write it with a dot"]),
+    ("one stage budget twice", {"linear_scaling": {"stage_eps": [0.1, 0.1]}}, ["linear_scaling.stage_eps:", "repeats a budget"]),
+    ("a variant named default", {"variants": {"default": {"training": {"clip_norm": 2.0}}}}, ["variants.default"]),
+    ("a hyphen in a variant name", {"variants": {"my-variant": {}}}, ["variants.my-variant: names may hold"]),
+    ("top-level methods (ignored before)", {"methods": ["linear_scaling"]}, ["methods"]),
+    ("nonprivate.enabled (ignored before)", {"nonprivate": {"enabled": False}}, ["nonprivate"]),
+    ("public_validation selection", {"selection": {"rule": "public_validation"}}, ["selection.rule: public_validation needs"]),
+    ("runaway step grid", {"search_space": {"eta": {"min": 0.01, "max": 1}, "steps": {"min": 5, "max": 5000000}}},
+     ["search_space.steps: the grid has"]),
+    ("max_train below the class count", {"datasets": {"digits": {"max_train": 5}}}, ["datasets.digits.max_train: 5"]),
+    ("text dataset, image extractor", {"studies": [{"dataset": "tweets", "extractor": "raw"}]},
+     ["studies[0]: dataset 'tweets' is text but extractor 'raw'"]),
 ]
 
 
@@ -79,6 +97,31 @@ def test_workflow_stops_before_any_job_naming_the_key(tmp_path):
     assert "invalid config: " + expected[0] in out, out[-3000:]
     assert "AttributeError" not in out and "Traceback" not in out
     assert not (tmp_path / "results").exists()
+
+
+def test_cuda_without_a_gpu_is_refused_where_the_jobs_run_here():
+    cfg = tiny_config(training={"device": "cuda"})
+    with pytest.raises(ConfigError, match="training.device: 'cuda' but no CUDA device"):
+        validate_config(cfg, SCHEMA, cuda_available=False)
+    validate_config(tiny_config(training={"device": "cuda"}), SCHEMA, cuda_available=None)  # cluster, dry run
+
+
+def test_a_key_written_twice_in_the_config_file_stops_the_workflow(tmp_path):
+    text = TINY.read_text() + "\nseeds: [0]\nseeds: [1]\n"
+    (tmp_path / "config.yaml").write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "-d", str(tmp_path), "-n",
+         "--configfile", str(tmp_path / "config.yaml"), "--replace-workflow-config"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "key 'seeds' is written twice" in out and "config.yaml: line" in out, out[-2000:]
+
+
+def test_command_line_lists_are_accepted_as_the_readme_says(tmp_path):
+    rc, out = snakemake(tmp_path, "-n", "--config", "seeds=[0,1]", config=tiny_config())
+    assert rc == 0, out[-2000:]
+    assert "seed1" in out
 
 
 def test_valid_variant_and_steps_range_still_pass():

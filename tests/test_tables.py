@@ -171,3 +171,14 @@ def test_linear_scaling_make_labels_settings_chosen_on_private_data(tmp_path):
     csv_lines = out["csv"].read_text().splitlines()
     assert PRIVATE_DESIGN_COLUMN in csv_lines[0]
     assert csv_lines[1].endswith("extractors.efficientnet_lite0.resolution") and csv_lines[2].endswith(",")
+
+
+def test_selection_noise_that_dwarfs_the_training_size_is_warned_in_the_table():
+    from dphpo.report.tables import selection_noise_notes
+
+    def record(dataset, n):
+        return {"selection": {"rule": "noisy_train_accuracy", "noise_std": 300.0},
+                "provenance": {"dataset": dataset, "extractor": "raw", "feature_cache": {"n_public_train": n}}}
+
+    notes = selection_noise_notes([record("digits", 1438), record("mnist", 60000)])
+    assert len(notes) == 1 and "digits × raw" in notes[0] and "±21 points" in notes[0]

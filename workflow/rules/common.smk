@@ -8,7 +8,8 @@ from snakemake.logging import logger
 from dphpo import layout
 from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
-from dphpo.studies.validate import validate_config
+from dphpo.studies.checks import check_config_files
+from dphpo.studies.validate import cuda_visible, validate_config
 from dphpo.errors import DPHPOError
 from dphpo.data.registry import dataset_options
 from dphpo.hpo import registry
@@ -24,10 +25,18 @@ if _released:
 try:
     # the schema (defaults filled in), each variant merged over the base config, then the
     # cross-checks (budgets, baselines, pretraining, language studies): all before any job
+    # each config file read again, strictly: a key written twice (silently dropped by YAML) is refused
+    check_config_files(workflow.configfiles)
     validate_config(
         config,
         # relative to this file, so that the workflow also validates when used as a module
         os.path.join(workflow.current_basedir, "..", "schemas", "config.schema.yaml"),
+        # training.device: cuda is checked where the jobs run here (not for a dry run or a cluster)
+        cuda_available=(
+            cuda_visible()
+            if workflow.is_main_process and workflow.local_exec and not workflow.dryrun
+            else None
+        ),
     )
     TARGETS = study_config.target_eps(config)
     EPS_LABELS = [layout.eps_label(e) for e in TARGETS]
@@ -60,10 +69,13 @@ def drop_gpu_model_without_gpu(rules):
     (`set-resources`); the SLURM plugin turns any `gpu_model` into `--gpus=<model>:<gpu or 1>`, so a
     job the config runs on CPUs (no `gpu`, or 0) would still wait for a GPU, and in the GPU partition.
     Those rules lose the model and get the partition of `default-resources` back (the CPU one; none:
-    the cluster's default partition), main process and jobs alike (the jobs load this file too)."""
+    the cluster's default partition), main process and jobs alike (the jobs load this file too).
+    """
     # every rule starts from a copy of the default resources (Snakemake's Workflow.rule)
     defaults = workflow.resource_settings._parsed_default_resources
-    cpu_partition = defaults["slurm_partition"] if "slurm_partition" in defaults else None
+    cpu_partition = (
+        defaults["slurm_partition"] if "slurm_partition" in defaults else None
+    )
     for r in rules:
         gpu = r.resources.get("gpu")
         if "gpu_model" in r.resources and not (gpu is not None and gpu.value):

@@ -29,6 +29,7 @@ from dphpo.report.tables import (
     mean_std,
     pct,
     private_design_keys,
+    selection_noise_notes,
 )
 
 RANDOM = "random_search"
@@ -155,13 +156,14 @@ NOTES = [
 ]
 
 
-def build_table(rows: list[dict], config: Mapping | None = None) -> Table:
+def build_table(rows: list[dict], config: Mapping | None = None, results: Sequence[dict] = ()) -> Table:
     """The comparison; `config` (its `design_notes`) labels rows that use settings chosen on private data."""
     caption = (
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
         "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=list(NOTES))
+    notes = list(NOTES) + selection_noise_notes(results)
+    table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=notes)
     return apply_design_notes(table, config)
 
 
@@ -264,7 +266,7 @@ def make(
     config = config or {}
     results = load_results(result_paths)
     rows = summarize(results)
-    table, table3 = build_table(rows, config), apply_design_notes(build_table3(rows), config)
+    table, table3 = build_table(rows, config, results), apply_design_notes(build_table3(rows), config)
     write_text(md, table.to_markdown() + "\n" + table3.to_markdown())
     if html_path:
         write_text(html_path, html_page([table, table3]))

@@ -14,7 +14,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
-from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std, pct
+from dphpo.report.tables import (
+    Table,
+    apply_design_notes,
+    as_float,
+    load_results,
+    mean_std,
+    pct,
+    selection_noise_notes,
+)
 
 #: ε of one seed's run, everything composed; ∞ when the selection was not private
 TOTAL_EPS = "total ε (incl. search) per run"
@@ -88,6 +96,7 @@ def build_table(rows: list[dict], results: Sequence[dict], config: Mapping | Non
         f"({search.get('budget_mode')} of the target), degree-{search.get('degree')} fit in {search.get('fit_in')}",
         "non-private: σ = 0, best grid point chosen on TEST data (a ceiling, not a DP result); gap = non-private − mean",
     ]
+    notes += selection_noise_notes(results)
     if any(not r["_private"] for r in rows):
         notes.append(
             "WARNING: rows marked NOT private selected their trials by a NON-PRIVATE rule: the search is not "

@@ -180,8 +180,6 @@ class Paper:
 
     def reference_source(self, dataset: str, extractor: str) -> Source:
         need = self.study_need(dataset, extractor)
-        if need is None and not (self.config.get("nonprivate") or {}).get("enabled", True):
-            need = "nonprivate.enabled: true"
         if need:
             return Source(need=f"{need} — then rule nonprivate_reference produces the eps = inf reference")
         return Source([layout.path(layout.NONPRIVATE_RESULT, dataset=dataset, extractor=extractor)])

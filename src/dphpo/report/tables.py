@@ -308,3 +308,26 @@ def _row_scope(rows: Sequence[Mapping], n_rows: int) -> str:
         return "every row"
     studies = sorted({f"{r.get('dataset')} × {r.get('extractor')}" for r in rows if r.get("dataset") is not None})
     return "rows of " + ", ".join(studies) if studies else f"{len(rows)} of {n_rows} rows"
+
+
+# A noisy score release whose noise std exceeds this share of the public training size blurs accuracy
+# by more than 5 points per score: the noisy selection then picks little better than at random.
+SELECTION_NOISE_SHARE = 0.05
+
+
+def selection_noise_notes(results: Iterable[dict]) -> list[str]:
+    """A warning per study whose selection noise dwarfs its training size (both public: the config's
+    noise std and the declared public size), so the table says what the log alone said before."""
+    found: dict[tuple[str, str], tuple[float, int]] = {}
+    for r in results:
+        sel, cache = r.get("selection") or {}, (r.get("provenance") or {}).get("feature_cache") or {}
+        std, n = sel.get("noise_std"), cache.get("n_public_train")
+        if sel.get("rule") == "noisy_train_accuracy" and std and n:
+            prov = r.get("provenance") or {}
+            found[(prov.get("dataset", "?"), prov.get("extractor", "?"))] = (float(std), int(n))
+    return [
+        f"WARNING: {d} × {e}: selection noise std {std:g} on correct-prediction counts of n = {n:,} training examples "
+        f"blurs each released accuracy by ±{100 * std / n:.0f} points (one std): stage picks are close to random"
+        for (d, e), (std, n) in sorted(found.items())
+        if std > SELECTION_NOISE_SHARE * n
+    ]

@@ -74,7 +74,7 @@ def check_config_files(paths: Iterable[str | Path]) -> None:
 
 def yaml_number_hint(value: Any) -> str:
     """A hint for a number PyYAML (YAML 1.1) read as a string: `1e-6` needs a dot (`1.0e-6`)."""
-    if isinstance(value, str):
+    if isinstance(value, str) and "e" in value.lower():
         try:
             float(value)
         except ValueError:
@@ -84,19 +84,33 @@ def yaml_number_hint(value: Any) -> str:
 
 
 def coerce_command_line_lists(config: dict, schema: dict) -> None:
-    """`--config seeds=[0,1]` arrives as the string '[0,1]': parse such top-level values as YAML where
-    the schema expects a list or a mapping (README: override any key with --config key=value)."""
+    """`--config seeds=[0,1]` arrives as the string '[0,1]' or the list ['0', '1']: parse such top-level
+    values as YAML where the schema expects a list (of numbers) or a mapping (README: override any key
+    with --config key=value)."""
     for key, spec in (schema.get("properties") or {}).items():
         value = config.get(key)
-        types = spec.get("type")
-        types = {types} if isinstance(types, str) else set(types or ())
+        types = _types(spec)
         if isinstance(value, str) and types & {"array", "object"}:
             try:
-                parsed = yaml.safe_load(value)
+                value = config[key] = yaml.safe_load(value) if isinstance(yaml.safe_load(value), (list, dict)) else value
             except yaml.YAMLError:
                 continue  # the schema names the key and what it expects
-            if isinstance(parsed, (list, dict)):
-                config[key] = parsed
+        if isinstance(value, list) and "array" in types and _types(spec.get("items") or {}) & {"integer", "number"}:
+            config[key] = [_yaml_scalar(v) for v in value]
+
+
+def _types(spec: dict) -> set[str]:
+    types = spec.get("type")
+    return {types} if isinstance(types, str) else set(types or ())
+
+
+def _yaml_scalar(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
 
 
 # ------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
 from dphpo.privacy.randomness import NoiseScope, key_from_config
 from dphpo.provenance import config_hash
+from dphpo.studies import checks
 
 DEFAULT_VARIANT = "default"
 # Top-level keys every variant shares with the base config (results/features/... has no variant).
@@ -204,6 +205,12 @@ def check_config(config: dict) -> None:
             raise ConfigError(
                 f"studies[{i}].dataset: unknown dataset {entry['dataset']!r}; known: {', '.join(sorted(DATASETS))}"
             )
+        max_train, classes = dataset_options(config, entry["dataset"])["max_train"], DATASETS[entry["dataset"]].num_classes
+        if max_train is not None and max_train < classes:
+            raise ConfigError(
+                f"datasets.{entry['dataset']}.max_train: {max_train} training examples cannot cover its {classes} classes; "
+                "a model never sees the missing ones (they score 0 %): raise max_train"
+            )
         if entry["extractor"] not in config["extractors"]:
             raise ConfigError(
                 f"studies[{i}].extractor: {entry['extractor']!r} is not defined under `extractors` "
@@ -211,6 +218,10 @@ def check_config(config: dict) -> None:
             )
     for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
         cfg = variant_config(config, variant)
+        prefix = "" if variant == DEFAULT_VARIANT else f"variants.{variant}."
+        checks.check_stage_budgets(cfg["linear_scaling"], prefix + "linear_scaling")
+        checks.check_grid_size(cfg["search_space"], prefix + "search_space")
+        checks.check_selection(cfg["selection"], prefix + "selection")
         try:
             search_space(cfg)  # raises ConfigError on bad grids
             check_budgets(linear_scaling_config(cfg), selection_rule(cfg), target_eps(cfg), float(cfg["privacy"]["delta"]))

@@ -8,13 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import jsonschema
+import torch
+import yaml
 
+from dphpo.data.registry import DATASETS
 from dphpo.data.text import overlapping_parts
 from dphpo.errors import ConfigError
+from dphpo.features.extractors import EXTRACTOR_KINDS
 from dphpo.features.pretrain import check_pretraining_config
 from dphpo.hpo import registry
 from dphpo.privacy.randomness import key_from_config
+from dphpo.studies import checks
 from dphpo.studies.config import (
+    DEFAULT_VARIANT,
     LANGUAGE_METHODS,
     LANGUAGE_TASKS,
     LANGUAGE_TRAINERS,
@@ -23,19 +29,26 @@ from dphpo.studies.config import (
     language_studies,
     merged_variant,
     trainer_kind,
+    variant_config,
 )
 from dphpo.studies.trainers import trainer_settings
 
 
-def validate_config(config: dict, schema: str | Path) -> None:
+def validate_config(config: dict, schema: str | Path, cuda_available: bool | None = None) -> None:
     """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
     validator, filling in defaults), each variant merged over the base config against the same
     closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
     last every language study (`check_language_study`). One entry point for both halves.
+    Before the schema: `--config key=[...]` lists parsed, every number finite, names path-safe.
+    `cuda_available`: whether this machine runs the jobs and has CUDA (None: the jobs run elsewhere or
+    not at all, e.g. a dry run or a cluster; `training.device: cuda` is then not checked here).
     Raises a DPHPOError (ConfigError, InfeasibleBudgetError) naming the key."""
     from snakemake.exceptions import WorkflowError  # the workflow extra
     from snakemake.utils import validate
 
+    checks.coerce_command_line_lists(config, yaml.safe_load(Path(schema).read_text()))
+    checks.check_finite(config)
+    checks.check_names(config)
     try:
         validate(config, schema=str(schema))
     except WorkflowError as err:
@@ -46,11 +59,23 @@ def validate_config(config: dict, schema: str | Path) -> None:
         except WorkflowError as err:
             raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
     check_config(config)
+    checks.check_modalities(
+        config["studies"], config["extractors"], lambda d: DATASETS[d].modality, lambda k: EXTRACTOR_KINDS[k].modality
+    )
+    if cuda_available is not None:
+        for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
+            where = "training.device" if variant == DEFAULT_VARIANT else f"variants.{variant}.training.device"
+            checks.check_device(variant_config(config, variant)["training"], cuda_available, where)
     registry.check_config(config)  # baselines: known names, feasible plans
     check_pretraining_config(config)  # pretrained_public names a section
     key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
     for spec in language_studies(config).values():
         check_language_study(config, spec)
+
+
+def cuda_visible() -> bool:
+    """Whether this process sees a CUDA device."""
+    return bool(torch.cuda.is_available())
 
 
 def _schema_message(err: Exception) -> str:
@@ -60,7 +85,7 @@ def _schema_message(err: Exception) -> str:
     if not isinstance(cause, jsonschema.ValidationError):
         return str(err)
     where = ".".join(str(p) for p in cause.absolute_path) or "the config"
-    message = f"{where}: {cause.message}"
+    message = f"{where}: {cause.message}{checks.yaml_number_hint(cause.instance)}"
     if cause.context:
         message += " (" + "; ".join(dict.fromkeys(c.message for c in cause.context)) + ")"
     return message
