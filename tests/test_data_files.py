@@ -168,3 +168,64 @@ def test_bad_features(tmp_path):
     np.savez(path, **(good | {"train_y": np.array([0, 0, 0, 0])}))
     with pytest.raises(DatasetError, match="class\\(es\\) 1 have no training examples"):
         _spec("f", kind="features", path=str(path)).load()
+
+
+# -- the workflow on the user's own files (issue 17) ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_own_images_texts_and_features_run_the_rule_and_a_baseline_end_to_end(tmp_path, digits):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[1]
+    images, labels = digits
+    folder = tmp_path / "pngs"
+    for i in range(400):
+        target = folder / ("test" if i % 5 == 0 else "train") / f"digit{labels[i]}"
+        target.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(images[i]).save(target / f"{i}.png")
+    words = {0: "awful bad sad", 1: "great good happy"}
+    with (tmp_path / "texts.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "label"])
+        for i in range(300):
+            w.writerow([f"{words[i % 2]} message {i}", ["negative", "positive"][i % 2]])
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(3, 16))
+    y_tr, y_te = np.arange(600) % 3, np.arange(150) % 3
+    np.savez(tmp_path / "feats.npz", train_x=centers[y_tr] + rng.normal(size=(600, 16)), train_y=y_tr,
+             test_x=centers[y_te] + rng.normal(size=(150, 16)), test_y=y_te)
+    config = {
+        "data_dir": str(tmp_path / "data"),
+        "datasets": {
+            "my_images": {"kind": "image_folder", "path": str(folder), "public_n_train": 320},
+            "my_texts": {"kind": "text_table", "path": str(tmp_path / "texts.csv"), "public_n_train": 240},
+            "my_features": {"kind": "features", "path": str(tmp_path / "feats.npz"), "public_n_train": 600},
+        },
+        "studies": [{"dataset": "my_images", "extractor": "raw"}, {"dataset": "my_texts", "extractor": "minilm_l6"},
+                    {"dataset": "my_features", "extractor": "given"}],
+        "extractors": {"raw": {"kind": "raw"}, "minilm_l6": {"kind": "minilm"}, "given": {"kind": "identity"}},
+        "privacy": {"delta": 1.0e-5, "target_eps": [2]},
+        "seeds": [0],
+        "search_space": {"eta": {"min": 0.05, "max": 2.0, "num": 3}, "steps": [5, 10]},
+        "selection": {"rule": "noisy_train_accuracy", "noise_std": 10.0},
+        "baselines": {"methods": ["random_search"]},
+        "threads": {"extract": 1, "train": 1},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "-d", str(tmp_path), "--cores", "2",
+         "--configfile", str(tmp_path / "config.yaml"), "--replace-workflow-config"],
+        cwd=repo, capture_output=True, text=True, timeout=1200,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    for dataset, extractor in [("my_images", "raw"), ("my_texts", "minilm_l6"), ("my_features", "given")]:
+        for method in ("linear_scaling", "random_search"):
+            result = json.loads((tmp_path / "results/runs" / dataset / extractor / method / "default/seed0/eps2/result.json").read_text())
+            assert result["total_eps"] <= 2 + 1e-9 and 0 <= result["test_accuracy"] <= 1, (dataset, method)
+    table = (tmp_path / "results/tables/hpo_comparison.md").read_text()
+    assert "my_images" in table and "my_texts" in table and "my_features" in table

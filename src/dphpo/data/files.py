@@ -26,7 +26,15 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, Dataset, make_dataset, stratified_split
+from dphpo.data.registry import (
+    DATASETS,
+    SPLIT_SEED,
+    TEST_FRACTION,
+    Dataset,
+    DatasetSpec,
+    make_dataset,
+    stratified_split,
+)
 from dphpo.errors import DatasetError
 
 KINDS = ("image_folder", "text_table", "features")
@@ -100,6 +108,30 @@ class FileDataset:
         return {"image_folder": load_image_folder, "text_table": load_text_table, "features": load_feature_file}[
             self.kind
         ](self)
+
+
+def file_section(config: dict, name: str) -> dict | None:
+    """The `datasets.<name>` section of a dataset read from files (it has a `kind`), else None."""
+    section = (config.get("datasets") or {}).get(name) or {}
+    return section if section.get("kind") else None
+
+
+def dataset_spec(config: dict, name: str) -> DatasetSpec | None:
+    """What is known of dataset `name` before loading it: a registry name, or the user's files
+    (`datasets.<name>: {kind, path, …}`; its class count when `classes` declares them). None: unknown."""
+    section = file_section(config, name)
+    if section is None:
+        return DATASETS.get(name)
+    spec = FileDataset.from_config(name, section)
+    classes = section.get("classes")
+    return DatasetSpec(
+        name=name,
+        modality=spec.modality,
+        num_classes=len(classes) if classes else None,
+        loader=lambda root, download: spec.load(),
+        description=f"{spec.kind} {spec.path.name}",
+        public_n_train=section.get("public_n_train"),
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ class DatasetSpec:
 
     name: str
     modality: str
-    num_classes: int
+    num_classes: int | None  # None: known once loaded (the user's files without declared `classes`)
     loader: Callable[[Path, bool], Dataset] = field(repr=False)
     description: str = ""
     license: str | None = None
@@ -263,9 +263,11 @@ def load_dataset(
     max_test: int | None = None,
     subset_seed: int = 0,
     download: bool = True,
+    spec: DatasetSpec | None = None,
 ) -> Dataset:
-    """Load dataset `name` (see `DATASETS`), optionally as a seeded random subset."""
-    spec = DATASETS.get(name)
+    """Load dataset `name` (see `DATASETS`; or `spec`, the user's files: dphpo.data.files.dataset_spec),
+    optionally as a seeded random subset."""
+    spec = spec or DATASETS.get(name)
     if spec is None:
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
     ds = spec.loader(Path(root), download)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from dphpo.data import DATASETS, load_dataset
+from dphpo.data.files import dataset_spec
 from dphpo.data.registry import dataset_download, dataset_options
 from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache
@@ -46,13 +47,14 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     works as a Snakemake `module` with a path prefix); default: the extractor's `checkpoint` key or
     `dphpo.features.checkpoint.checkpoint_path`.
     """
-    if dataset not in DATASETS:
+    data_spec = dataset_spec(config, dataset)
+    if data_spec is None:
         raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
     spec = extractor_spec(config, extractor)
     if checkpoint:
         spec = {**spec, "checkpoint": str(checkpoint)}
     ext = get_extractor(extractor, spec)
-    check_modality(ext, dataset, DATASETS[dataset].modality)
+    check_modality(ext, dataset, data_spec.modality)
     opts = dataset_options(config, dataset)
     dev = resolve_device(device)
 
@@ -60,7 +62,8 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     download = dataset_download(config, dataset)
     try:
         ds = load_dataset(dataset, config.get("data_dir", "data"), max_train=opts["max_train"],
-                          max_test=opts["max_test"], subset_seed=opts["subset_seed"], download=download)
+                          max_test=opts["max_test"], subset_seed=opts["subset_seed"], download=download,
+                          spec=data_spec)
     except DatasetError as err:
         if download:
             raise

@@ -134,6 +134,29 @@ class RawPixels(Extractor):
         return a
 
 
+class IdentityFeatures(Extractor):
+    """Precomputed features (a `datasets.<name>: {kind: features}` file) copied as float32, unchanged."""
+
+    kind = "identity"
+    modality = "features"
+    precision = "float32"
+
+    def extract(self, inputs, *, device=None, batch_size: int | None = None, progress: bool = True) -> np.ndarray:
+        x = np.asarray(inputs)
+        if x.ndim != 2 or not np.issubdtype(x.dtype, np.number):
+            raise ConfigError(f"extractor {self.name!r} (kind identity) takes (N, d) numeric features, got {x.shape}")
+        self._dim = int(x.shape[1])
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def attrs(self) -> dict[str, Any]:
+        a = super().attrs()
+        a.update(model="identity", weights_sha256="none", resolution="native", normalization={"scale": "none"},
+                 dtype="float32")
+        if getattr(self, "_dim", None):
+            a["feature_dim"] = self._dim
+        return a
+
+
 class TorchImageExtractor(Extractor):
     """A frozen image network; subclasses build the model and say how to preprocess."""
 
@@ -529,6 +552,7 @@ EXTRACTOR_KINDS: dict[str, type[Extractor]] = {
     "minilm": MiniLMExtractor,
     "raw": RawPixels,
     "pretrained_public": PretrainedPublicExtractor,
+    "identity": IdentityFeatures,
 }
 
 

@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from dphpo import layout
+from dphpo.data.files import FileDataset, dataset_spec, file_section
 from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
@@ -197,16 +198,19 @@ def check_config(config: dict) -> None:
     _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
-    for name in config.get("datasets") or {}:
-        if name not in DATASETS:
+    for name, section in (config.get("datasets") or {}).items():
+        if file_section(config, name) is not None:
+            FileDataset.from_config(name, section).check_path()  # missing path, wrong shape: before any job
+        elif name not in DATASETS:
             raise ConfigError(f"datasets.{name}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
     for i, entry in enumerate(config["studies"]):
-        if entry["dataset"] not in DATASETS:
+        spec = dataset_spec(config, entry["dataset"])
+        if spec is None:
             raise ConfigError(
                 f"studies[{i}].dataset: unknown dataset {entry['dataset']!r}; known: {', '.join(sorted(DATASETS))}"
             )
-        max_train, classes = dataset_options(config, entry["dataset"])["max_train"], DATASETS[entry["dataset"]].num_classes
-        if max_train is not None and max_train < classes:
+        max_train, classes = dataset_options(config, entry["dataset"])["max_train"], spec.num_classes
+        if max_train is not None and classes is not None and max_train < classes:
             raise ConfigError(
                 f"datasets.{entry['dataset']}.max_train: {max_train} training examples cannot cover its {classes} classes; "
                 "a model never sees the missing ones (they score 0 %): raise max_train"

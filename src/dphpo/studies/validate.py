@@ -11,7 +11,7 @@ import jsonschema
 import torch
 import yaml
 
-from dphpo.data.registry import DATASETS
+from dphpo.data.files import dataset_spec
 from dphpo.data.text import overlapping_parts
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import EXTRACTOR_KINDS
@@ -60,7 +60,7 @@ def validate_config(config: dict, schema: str | Path, cuda_available: bool | Non
             raise ConfigError(f"variants.{variant} (merged over the base config): {_schema_message(err)}") from None
     check_config(config)
     checks.check_modalities(
-        config["studies"], config["extractors"], lambda d: DATASETS[d].modality, lambda k: EXTRACTOR_KINDS[k].modality
+        config["studies"], config["extractors"], lambda d: dataset_spec(config, d).modality, lambda k: EXTRACTOR_KINDS[k].modality
     )
     if cuda_available is not None:
         for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
