@@ -255,3 +255,13 @@ def test_same_command_resumes_after_kill_9(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "released the lock" in out and "LockException" not in out
+
+
+def test_moving_the_data_changes_no_settings_hash():
+    # issue 16: data_dir was in every settings hash, so the same data in another folder re-extracted everything
+    cfg, moved = tiny_config(), tiny_config(data_dir="/elsewhere/data")
+    validate_config(cfg, SCHEMA)
+    validate_config(moved, SCHEMA)
+    assert study_config.run_settings_hash(cfg, extractor="raw", dataset="digits") == study_config.run_settings_hash(
+        moved, extractor="raw", dataset="digits"
+    )

@@ -19,6 +19,5 @@ rule extract_features:
         extractor=lambda w: config["extractors"].get(w.extractor),
         # subsets change the cache: a changed datasets.<name> section rebuilds it
         dataset=lambda w: dataset_options(config, w.dataset),
-        data_dir=config["data_dir"],
     script:
         "../scripts/extract_features.py"
