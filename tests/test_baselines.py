@@ -351,7 +351,7 @@ def test_oso_noise_split_composes_to_one_gaussian_of_multiplier_nu(nu):
     assert 1 / nu_g**2 + 1 / nu_q**2 == pytest.approx(1 / nu**2)
     assert composed_multiplier(nu_g, nu_q) == pytest.approx(nu)
     assert compose_mu([1 / nu_g, 1 / nu_q]) == pytest.approx(1 / nu)  # GDP: the pair is (1/ν)-GDP per step
-    assert nu_g / nu == pytest.approx(1.01, abs=5e-4)  # seed 002's rule of thumb: ν_g 1 % above ν
+    assert nu_g / nu == pytest.approx(1.01, abs=5e-4)  # Galli et al.'s rule of thumb: ν_g 1 % above ν
 
 
 def test_oso_trial_ledger_is_sqrt_t_over_nu(all_results):

@@ -1,4 +1,4 @@
-"""DP continual pre-training (seed 003): the private stage, its accounting, the switch and the config rules."""
+"""DP continual pre-training (Bu et al.): the private stage, its accounting, the switch and the config rules."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from dphpo.report.tables import config_value
 
 REPO = Path(__file__).resolve().parents[1]
 EMBEDDED = ["config/config.yaml", "config/paper_embedded.yaml"]
-# seed 000 Fig. 17/18: epochs (= full-batch steps) 1, 5, 10, 20, ..., 100; learning rates 0.01 ... 1
+# Panda et al. Fig. 17/18: epochs (= full-batch steps) 1, 5, 10, 20, ..., 100; learning rates 0.01 ... 1
 PAPER_T_GRID = {1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
 
 
@@ -49,7 +49,7 @@ def test_oso_settings_are_seed_002s(name):
     oso, cnn = b["oso_dpsgd"], b["oso_dpsgd_cnn"]
     assert oso["eta0_num"] == 5 and oso["eta0_range"] == pytest.approx([10**-2.5, 10**1.5])
     assert oso["steps"] == [10] and oso["clip_init"] == 0.1  # 10 epochs, full batch
-    assert cnn["eta0"] == pytest.approx(10**-0.5)  # the centre of seed 002's range, not picked on digits
+    assert cnn["eta0"] == pytest.approx(10**-0.5)  # the centre of Galli et al.'s range, not picked on digits
     assert cnn["epochs"] == 10 and cnn["batch_size"] == 512
     assert set(b["grid_accounted"]["steps"]) <= set(load(name)["search_space"]["steps"])
 

@@ -56,14 +56,14 @@ def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
     # low thousands: trials are batched into one job per (study, method/stage, variant, seed)
     assert 1000 <= jobs["total"] <= 3000
     # 5 datasets × 4 timm models + CIFAR10 with the four pretrained-on-public extractors (two of them
-    # GroupNorm WRNs without / with DP continual pre-training, seed 003) (+ CNN pixels)
+    # GroupNorm WRNs without / with DP continual pre-training, Bu et al.) (+ CNN pixels)
     assert jobs["extract_features"] == 25 and jobs["pretrain_public"] == 4
     assert jobs["nonprivate_reference"] == 24
-    # one generic rule per kind: Tables 2-5, 10, 11, 13, 15, 16 and seed 003's; Figures 3 and 6
+    # one generic rule per kind: Tables 2-5, 10, 11, 13, 15, 16 and Bu et al.'s; Figures 3 and 6
     assert jobs["paper_table"] == 10 and jobs["paper_figure"] == 2
     assert jobs["paper_evaluation"] == 1 and jobs["paper_provenance"] == 1  # Table 5's evaluation
     assert jobs["paper_heatmap"] == 12 and jobs["paper_pareto"] == 4
-    # the language half (seed 000 §5.4-5.5): 10 studies × their methods × 5 seeds, Tables 6-9, 17-20, Fig. 4
+    # the language half (Panda et al. §5.4-5.5): 10 studies × their methods × 5 seeds, Tables 6-9, 17-20, Fig. 4
     language_method = sum(n for rule, n in jobs.items() if rule.startswith("language_method_"))  # a rule per study
     assert language_method == 130 and jobs["language_nonprivate"] == 8 and jobs["language_cache"] == 5
     assert jobs["language_table"] == 8 and jobs["language_figure4"] == 1
@@ -84,7 +84,7 @@ def test_paper_embedded_dry_run_builds_every_table_and_figure(tmp_path):
     proc = snakemake("-n", "--quiet", "rules", "--configfile", "config/paper_embedded.yaml", "--replace-workflow-config", "paper", "-d", str(tmp_path))
     jobs = job_counts(proc.stdout + proc.stderr)
     assert jobs["total"] < 300  # sized for about an hour on 2 cores
-    # 5 studies (MNIST × 2, tweets, digits × 2 for seed 003), 3 datasets, 3 pretrained extractors
+    # 5 studies (MNIST × 2, tweets, digits × 2 for Bu et al.), 3 datasets, 3 pretrained extractors
     assert jobs["paper_heatmap"] == 5 and jobs["paper_pareto"] == 3 and jobs["pretrain_public"] == 3
     assert jobs["paper_table"] == 10 and jobs["paper_evaluation"] == 1
 
@@ -356,7 +356,7 @@ def test_every_figure_and_the_report_are_written(paper_run):
         data = (figures / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, png
     report = (workdir / "report.html").read_text()
-    for text in ["seed 000, Table 2", "seed 000, Table 15", "seed 000, Figure 3", "Figures 5, 17 and 18", "Provenance"]:
+    for text in ["Panda et al., Table 2", "Panda et al., Table 15", "Panda et al., Figure 3", "Figures 5, 17 and 18", "Provenance"]:
         assert text in report, text
     prov = (workdir / "results" / "tables" / "provenance.md").read_text()
     assert "rdp" in prov and "gdp_closed_form" in prov

@@ -253,7 +253,7 @@ def paper_all_results(wildcards):
     return list(files)
 
 
-# The language studies (language.smk): inputs, settings hashes and the tables of seed 000 §5.4-5.5
+# The language studies (language.smk): inputs, settings hashes and the tables of Panda et al. §5.4-5.5
 # (validated with the rest of the config by validate_config above).
 from dphpo.report import language as language_report
 

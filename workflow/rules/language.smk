@@ -1,4 +1,4 @@
-# The language half of seed 000 (§5.4-5.5): DP fine-tuning and DP-ZO under the linear scaling rule.
+# The language half of Panda et al. (§5.4-5.5): DP fine-tuning and DP-ZO under the linear scaling rule.
 # Studies are config `language.studies`; each job runs one HPO method of dphpo.hpo on one study and
 # seed for every target eps of the study (trials one after another inside the job) and writes one
 # result.json (+ model, + internal log) per target eps (dphpo.layout, language section).

@@ -1,4 +1,4 @@
-# The paper target: every table and figure of seed 000, and the report's inputs. One generic rule
+# The paper target: every table and figure of Panda et al., and the report's inputs. One generic rule
 # per kind of output: `paper_table` ({table}: the vision tables of dphpo.report.plan; the language
 # tables have their own rule, language.smk), `paper_figure` (the single-file figures), one rule each
 # for the heatmaps (per study) and the Pareto fronts (per dataset). What each reads comes from
@@ -46,7 +46,7 @@ PAPER_TABLE_LABELS = {
     },
     "dp_continual": {
         "item": "DP continual pre-training",
-        "reproduces": "seed 003 in front of the linear scaling rule",
+        "reproduces": "Bu et al. in front of the linear scaling rule",
     },
 }
 PAPER_FIGURE_LABELS = {

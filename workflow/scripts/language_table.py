@@ -1,4 +1,4 @@
-"""One language table of seed 000 (Tables 6-9, 17-20): Markdown, CSV, LaTeX and HTML."""
+"""One language table of Panda et al. (Tables 6-9, 17-20): Markdown, CSV, LaTeX and HTML."""
 
 import logging
 

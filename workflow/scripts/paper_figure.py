@@ -1,4 +1,4 @@
-"""One figure of seed 000 (params.figure; heatmaps per study, Pareto fronts per dataset). The rule
+"""One figure of Panda et al. (params.figure; heatmaps per study, Pareto fronts per dataset). The rule
 passes the baselines' jobs (params.method_jobs): the job imports no torch."""
 
 import logging

@@ -1,4 +1,4 @@
-"""One table of seed 000 (wildcard `table`) from result files: Markdown, CSV, LaTeX and HTML.
+"""One table of Panda et al. (wildcard `table`) from result files: Markdown, CSV, LaTeX and HTML.
 Plain `logging` to the job log: these jobs read JSON records only and stay free of the torch import
 (dphpo.studies.jobs.job_log; the methods' registry: the rule passes `method_jobs`) that would dominate their
 runtime. Table 5's accuracies on shifted test sets come from rule paper_evaluation's sealed record.

@@ -1,4 +1,4 @@
-"""DP continual pre-training (seed 003): after the public stage, pre-training goes on privately.
+"""DP continual pre-training (Bu et al.): after the public stage, pre-training goes on privately.
 
 Seed 003 (Bu et al., "Pre-training differentially private models with limited public data")
 trains non-privately on a little public data, switches at a point chosen from public statistics

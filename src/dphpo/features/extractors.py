@@ -532,7 +532,7 @@ def upstream_privacy(private_stage: dict | None) -> dict | None:
         return None
     data, guarantee = private_stage["dataset"], private_stage["guarantee"]
     return {
-        "what": "DP continual pre-training of the extractor (seed 003)",
+        "what": "DP continual pre-training of the extractor (Bu et al.)",
         "dataset": data["name"],
         "dataset_checksum_mac": data["checksum_mac"],
         "eps": guarantee["eps"],

@@ -6,11 +6,11 @@
   centred private data such as MNIST needs: a linear probe on MNIST gains several points over
   global pooling.
 - `wrn16_4`: WideResNet-16-4 (Zagoruyko & Komodakis 2016): pre-activation basic blocks, 2 per
-  group, widths 64/128/256 → 256 features. The architecture of seed 000 App. A ("CIFAR from scratch
+  group, widths 64/128/256 → 256 features. The architecture of Panda et al. App. A ("CIFAR from scratch
   without public data", after Tang et al. 2023).
 - `resnet20`: the CIFAR ResNet-20 of He et al. (2016, §4.2): 3 stages × 3 basic blocks, widths
   16/32/64, identity shortcuts with zero-padded channels (option A) → 64 features. The extractor of
-  the Koskela & Kulkarni setting (seed 000 Table 2), pretrained there on CIFAR-100.
+  the Koskela & Kulkarni setting (Panda et al. Table 2), pretrained there on CIFAR-100.
 
 Every network has `forward_features(x) -> (B, feature_dim)`, `forward(x) -> logits` and a linear
 `head`. `norm="group"` swaps BatchNorm for GroupNorm (what DP-SGD needs if the network is ever

@@ -1,6 +1,6 @@
 """Public pretraining: train a feature extractor non-privately on public data, save a checkpoint.
 
-docs/methods.md §5 and seed 000: when there is no (real) public data, the paper linear-probes a
+docs/methods.md §5 and Panda et al.: when there is no (real) public data, the paper linear-probes a
 WideResNet-16-4 pretrained on synthetic images that do not resemble real images (App. A, "CIFAR
 from scratch"); in the Koskela & Kulkarni setting (Table 2) it linear-probes a ResNet-20 pretrained
 on CIFAR-100. Both are `pretraining.<name>` config sections here; an extractor of kind
@@ -75,7 +75,7 @@ class PretrainConfig:
     width: int | None = None
     norm: str = "batch"
     device: str = "auto"
-    # seed 003 §4.3: "fixed" trains all epochs; "early_stopping" ends the public stage once the loss on
+    # Bu et al. §4.3: "fixed" trains all epochs; "early_stopping" ends the public stage once the loss on
     # the public test split has not improved for `patience` epochs and keeps the best epoch's weights
     switch: str = "fixed"
     patience: int = 1

@@ -2,7 +2,7 @@
 
 `run_composed` trains every candidate of a target at one planned μ (the candidates and their
 selection releases compose to the target, `BudgetPlanner.runs_mu`), selects honestly and releases the
-best (seed 000 §2.1; docs/methods.md §4). It is random search's k-candidate version, the accounted
+best (Panda et al. §2.1; docs/methods.md §4). It is random search's k-candidate version, the accounted
 grid search and OSO-DPSGD's candidate search; one candidate at the full budget is random search itself.
 """
 
@@ -79,7 +79,7 @@ def context(
 def draw_candidates(space: SearchSpace, rng: np.random.Generator, n: int, sampling: str = "grid") -> list[tuple[float, int]]:
     """n random (η, T) from the search space.
 
-    grid: η uniform over the η grid and T uniform over the T grid, independently (seed 000: random
+    grid: η uniform over the η grid and T uniform over the T grid, independently (Panda et al.: random
     search "draws hyperparameters from the search space randomly"); r: r = η·T sampled as the linear
     scaling rule's trials are (space.r_sampling) and decomposed by the same rule.
     """

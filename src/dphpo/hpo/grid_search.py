@@ -126,7 +126,7 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
                 },
                 notes=[
                     "NOT a private HPO result: every grid point was trained at the full budget and the best was "
-                    "chosen on TEST data; total_eps covers the released run only (seed 000's grid-search oracle)."
+                    "chosen on TEST data; total_eps covers the released run only (Panda et al.'s grid-search oracle)."
                 ],
             )
         )

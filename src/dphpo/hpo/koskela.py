@@ -1,7 +1,7 @@
 """Koskela & Kulkarni (NeurIPS 2023): P&S tuning on a Poisson subsample, final run on all data.
 
 RECONSTRUCTION (docs/methods.md §4: the paper's body text was not available; this follows its abstract
-and the description in seed 000 §5.2):
+and the description in Panda et al. §5.2):
 1. X1 ⊂ X: every training example kept independently with probability q (secret; the indices are
    never released).
 2. Papernot–Steinke tuning on X1 (`papernot_steinke`): K random trials, each trains on X1 and

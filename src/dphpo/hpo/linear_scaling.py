@@ -1,4 +1,4 @@
-"""The linear scaling rule (seed 000, Algorithms 2–3; docs/methods.md §2).
+"""The linear scaling rule (Panda et al., Algorithms 2–3; docs/methods.md §2).
 
 Stage k runs n trials, each at a small standalone budget ε_k, with r = η·T sampled from the search
 space, and picks the best r_k by an honest selection rule. A polynomial (a line by default) through
@@ -7,12 +7,12 @@ the total budget after every stage trial and every selection release. One final 
 releases the model. Stages are separate functions so the workflow can run each as its own job.
 
 Targets whose stage budgets coincide (absolute stage budgets) share one search, paying for it once
-(seed 000, Fig. 2); each target's ledger still holds the whole shared search.
+(Panda et al., Fig. 2); each target's ledger still holds the whole shared search.
 
 The rule runs on any `PrivateTrainer`: every run's σ comes from the trainer's accountant — stage
 trials at their standalone ε_k (`sigma_for_eps`), the final run at what is left of the total
 (`sigma_for_remaining`) — and every run enters the ledger as that accountant's entry. With the exact
-GDP accountant (the method) all of this is closed form; the ablations of seed 000 Table 15 that leave
+GDP accountant (the method) all of this is closed form; the ablations of Panda et al. Table 15 that leave
 exact GDP (minibatch DP-SGD, RDP accounting) and PRV-accounted trainers get RDP or PRV entries, so no
 total of theirs is claimed as GDP. The final run is placed on the fitted line at the standalone ε of
 the Gaussian that fills what is left (`gaussian_eps`), known before its T is.

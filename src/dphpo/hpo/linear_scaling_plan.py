@@ -18,11 +18,11 @@ class LinearScalingConfig:
     n_trials: int = 3
     stage_eps: tuple[float, ...] = (0.1, 0.2)
     budget_mode: str = "fraction"  # stage_eps are fractions of the target ε, or "absolute" ε values
-    degree: int = 1  # Linear(k) = 1, Quadratic(3) = 2 (seed 000, Table 10)
+    degree: int = 1  # Linear(k) = 1, Quadratic(3) = 2 (Panda et al., Table 10)
     fit_in: str = "eps"  # fit r against ε (paper text) or against μ (Algorithm 2)
     later_stage_range: str = "above_previous"  # original code: stage k samples [r_{k-1}, cap·r_max]
     later_stage_cap: float = 0.2
-    # r(ε) is non-decreasing (seed 000 §3: the optimal r grows with ε). A line through two noisy
+    # r(ε) is non-decreasing (Panda et al. §3: the optimal r grows with ε). A line through two noisy
     # picks can slope downwards and extrapolate below every observed r (down to r_min); the guard
     # takes max(extrapolation, largest stage pick) instead. Post-processing: no privacy cost.
     monotone: bool = True

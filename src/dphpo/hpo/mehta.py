@@ -1,4 +1,4 @@
-"""Mehta et al. (seed 004; docs/methods.md §4): one full-batch DP-Adam (or DP-LAMB) step on the last layer.
+"""Mehta et al. (Mehta et al.; docs/methods.md §4): one full-batch DP-Adam (or DP-LAMB) step on the last layer.
 
 From zero init, a single step with the whole budget (μ = 1/σ, T = 1):
   g̃ = (Σ_i clip_C(∇ℓ(x_i, 0)) + σC ξ) / N,   Adam: m̂ = g̃, v̂ = g̃² ⇒ W = −η·g̃/(|g̃| + ε_adam),
@@ -11,7 +11,7 @@ would cost privacy), so the ledger is the one step.
 The head is therefore the sign classifier −sign(g̃): its accuracy is capped by the noiseless
 −sign(g), whatever the budget, and with many examples the noise flips the signs of weak coordinates
 only — the method is flat in ε by construction (MNIST × EfficientNet-Lite0: 67.5 % noiseless, 67.4–
-67.9 % from ε = 0.25 to 8; seed 004 reports 81.7 % for all ε ∈ [4, 10] on ImageNet). That is the
+67.9 % from ε = 0.25 to 8; Mehta et al. reports 81.7 % for all ε ∈ [4, 10] on ImageNet). That is the
 paper's recommended setting (§5.1: one step, full batch, zero init); config/README.md has the numbers.
 
 Losses: softmax cross-entropy (default) or the original code's per-class sigmoid loss with a fixed

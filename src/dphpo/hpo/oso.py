@@ -1,7 +1,7 @@
-"""OSO-DPSGD as an HPO baseline (seed 002, Algorithm 1 with the ν_q correction; docs/methods.md §4).
+"""OSO-DPSGD as an HPO baseline (Galli et al., Algorithm 1 with the ν_q correction; docs/methods.md §4).
 
 OSO adapts the clipping threshold C_t and the learning rate ρ_t online from the released noisy
-quantities, so what is left to choose is the initial learning rate ρ_0 (seed 002 grid-searches it:
+quantities, so what is left to choose is the initial learning rate ρ_0 (Galli et al. grid-searches it:
 k ∈ {5, 7, 9} values log-spaced over [10^-2.5, 10^1.5], the whole grid's budget composed) and the
 number of steps; C_0 = 0.1, ρ_c = ρ_r = 2.5e-3 are the paper's defaults. Since C_0 = 0.1 clips every
 per-sample gradient of a linear head on unnormalised features and exp(±ρ_c) moves C by only 0.25 %
@@ -43,7 +43,7 @@ from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
 
 METHOD = "oso_dpsgd"
 METHOD_CNN = "oso_dpsgd_cnn"
-#: seed 002's grid-search range of the learning rate: 10^-2.5 to 10^1.5
+#: Galli et al.'s grid-search range of the learning rate: 10^-2.5 to 10^1.5
 PAPER_ETA0_RANGE = (10**-2.5, 10**1.5)
 
 
@@ -61,7 +61,7 @@ def _rule(section: dict, where: str) -> OsoRule:
 
 @dataclass(frozen=True)
 class OsoConfig:
-    eta0_num: int = 5  # seed 002: k ∈ {5, 7, 9}
+    eta0_num: int = 5  # Galli et al.: k ∈ {5, 7, 9}
     steps: tuple[int, ...] = (50,)
     rule: OsoRule = OsoRule()
     momentum: float | None = None  # None: training.momentum
@@ -144,7 +144,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         {t: cands for t in targets},
         noise,
         search_info={
-            "definition": "OSO-DPSGD (seed 002 Alg. 1, nu_q per Eq. 17): candidates = initial learning rate x steps, "
+            "definition": "OSO-DPSGD (Galli et al. Alg. 1, nu_q per Eq. 17): candidates = initial learning rate x steps, "
             "each trial at mu_run (one Gaussian mechanism of multiplier nu per step), honest selection",
             "candidates": [list(c) for c in cands],
             "eta0_range": None if oc.eta0_range is None else list(oc.eta0_range),

@@ -1,4 +1,4 @@
-"""Random search (seed 000 §2.1; docs/methods.md §4).
+"""Random search (Panda et al. §2.1; docs/methods.md §4).
 
 `random_search` is the paper's definition: draw (η, T) at random from the search space and do a
 single run with the entire privacy budget — no selection, nothing else released.
@@ -56,7 +56,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         selection,
         candidates,
         noise,
-        search_info={"definition": "seed 000 §2.1: one run at the full budget with (eta, T) drawn at random", "sampling": rsc.sampling},
+        search_info={"definition": "Panda et al. §2.1: one run at the full budget with (eta, T) drawn at random", "sampling": rsc.sampling},
         progress=progress,
     )
 

@@ -1,6 +1,6 @@
 """The search space: grids over the learning rate η and the number of steps T, and r = η·T.
 
-seed 000 §3 searches the total step size r = η·T. A sampled r is decomposed into (η, T) on the
+Panda et al. §3 searches the total step size r = η·T. A sampled r is decomposed into (η, T) on the
 grids by a rule that always terminates (the original code looped until it found a fit).
 """
 
@@ -37,7 +37,7 @@ class SearchSpace:
     eta_max: float
     eta_num: int
     steps: tuple[int, ...]
-    # "log_uniform" or "uniform" (seed 000 Alg. 3 samples uniformly); "stratified_log_uniform":
+    # "log_uniform" or "uniform" (Panda et al. Alg. 3 samples uniformly); "stratified_log_uniform":
     # one log-uniform draw in each of `size` equal slices of the log range, so n = 3 draws cannot
     # all land in the low decade (data-independent, so no privacy cost)
     r_sampling: str = "log_uniform"

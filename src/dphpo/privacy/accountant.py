@@ -1,7 +1,7 @@
 """How one training run is accounted: the one home of σ ↔ ε for every trainer, method, CLI and provenance.
 
 A run is `steps` noisy steps at noise multiplier σ (noise std σ·C on a sum of C-clipped per-example
-gradients). Four accountants (docs/methods.md §0, seed 000 Table 15):
+gradients). Four accountants (docs/methods.md §0, Panda et al. Table 15):
 - `GdpAccountant` (name "gdp", the method): full batch, exactly μ-GDP with μ = factor·√T/σ (Dong,
   Roth & Su 2022; factor 2 for replace-one adjacency, which doubles the sensitivity of a sum).
 - `RdpGaussianAccountant` ("rdp", full batch): the same Gaussian read through its RDP curve λμ²/2 and
@@ -262,7 +262,7 @@ class GdpAccountant(_FullBatch):
 
 
 class RdpGaussianAccountant(_FullBatch):
-    """Full-batch runs read through the Gaussian's RDP curve λμ²/2 (seed 000 Table 15, "RDP")."""
+    """Full-batch runs read through the Gaussian's RDP curve λμ²/2 (Panda et al. Table 15, "RDP")."""
 
     name = "rdp"
     formula = "RDP of the Gaussian mechanism (lambda mu^2 / 2), converted to (eps, delta) by RDP"

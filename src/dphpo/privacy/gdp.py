@@ -3,7 +3,7 @@
 A μ-GDP mechanism is (ε, δ(ε))-DP for every ε ≥ 0 with
     δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)            (Corollary 2.13)
 T full-batch DP-GD steps with noise std σ·C on a sum of C-clipped gradients are μ-GDP with
-μ = √T/σ (seed 000, Theorem B.5); adaptive composition adds μ² (Corollary 3.3).
+μ = √T/σ (Panda et al., Theorem B.5); adaptive composition adds μ² (Corollary 3.3).
 All computations run in log space so tiny δ and large ε stay accurate.
 """
 

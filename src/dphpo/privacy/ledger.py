@@ -356,7 +356,7 @@ def infeasible_error(
 def plan_final_mu(total_eps: float, delta: float, spent: Ledger, what: str = "final run") -> float:
     """μ left for the final release so that `spent` plus it is exactly (total_eps, δ)-DP.
 
-    All-GDP ledger: μ_f = √(μ(ε, δ)² − Σ μ_i²) (seed 000, Theorem 4.1). With RDP entries: the μ_f at
+    All-GDP ledger: μ_f = √(μ(ε, δ)² − Σ μ_i²) (Panda et al., Theorem 4.1). With RDP entries: the μ_f at
     which `Ledger.total` of spent + final equals total_eps (root finding; the total is increasing in
     μ_f). Raises InfeasibleBudgetError, naming every planned release, when the plan alone already
     spends the whole budget.
@@ -403,7 +403,7 @@ def plan_stages(
     selection_mu: float = 0.0,
     selections_per_stage: int | None = None,
 ) -> dict[str, Any]:
-    """Budget plan of the linear scaling rule (seed 000, Algorithms 2–3; docs/methods.md §2).
+    """Budget plan of the linear scaling rule (Panda et al., Algorithms 2–3; docs/methods.md §2).
 
     Each stage k has `n_trials` trials of standalone budget stage_eps[k] (μ_k = μ(stage_eps[k], δ)) and
     `selections_per_stage` (default n_trials) noisy score releases of μ = selection_mu; the final run

@@ -2,7 +2,7 @@
 
 Every method plans in GDP (Dong, Roth & Su 2022): stage budgets as μ(ε, δ), runs that share a
 target with their selection releases (√(μ(ε)² − Σ μ_sel²)/√n each), the final run that fills what a
-ledger leaves (`plan_final_mu`, seed 000 Theorem 4.1) — whatever accountant then accounts the runs.
+ledger leaves (`plan_final_mu`, Panda et al. Theorem 4.1) — whatever accountant then accounts the runs.
 The run accountants (`dphpo.privacy.accountant`) inherit these calls and add how a run's σ meets a
 plan; `BudgetPlanner(delta)` alone serves checks that know δ but no trainer.
 """

@@ -3,7 +3,7 @@
 One row per (dataset, extractor, target ε, method): test accuracy mean ± std over seeds, the total
 ε each method actually spent in one seed's run (its whole search included; the same for every seed,
 the max over seeds shown: the seeds are separate runs, each of which costs it), and
-RERR = (method − random)/(oracle − random) — for the linear scaling rule this is seed 000 Table 3's
+RERR = (method − random)/(oracle − random) — for the linear scaling rule this is Panda et al. Table 3's
 relative error-rate reduction. "random" is `random_search` (one run at the full budget with random
 hyperparameters) and "oracle" is `grid_oracle`, whose search reads the TEST set and is not
 accounted: it is labelled non-private HPO and its total ε is ∞. Rows that depend on a setting chosen
@@ -85,7 +85,7 @@ CSV_COLUMNS = [
 
 
 def rerr(method_acc: float, random_acc: float | None, oracle_acc: float | None) -> float | None:
-    """(method − random)/(oracle − random) (seed 000 Table 3); None when undefined (no oracle gap)."""
+    """(method − random)/(oracle − random) (Panda et al. Table 3); None when undefined (no oracle gap)."""
     if random_acc is None or oracle_acc is None or math.isclose(oracle_acc, random_acc, abs_tol=1e-12):
         return None
     return (method_acc - random_acc) / (oracle_acc - random_acc)
@@ -150,7 +150,7 @@ NOTES = [
     "the CNN with prv-accountant's upper bound, the rest in Gaussian DP.",
     "grid search ORACLE: every grid point trained at the full budget and the best chosen on TEST data; the search is not "
     "accounted (non-private HPO, total ε = ∞), exactly the paper's oracle. Its released run alone costs the target.",
-    "RERR = (method − random search)/(oracle − random search), as in seed 000 Table 3 (there for the linear scaling rule).",
+    "RERR = (method − random search)/(oracle − random search), as in Panda et al. Table 3 (there for the linear scaling rule).",
     "Koskela-Kulkarni is a reconstruction (docs/methods.md §4): P&S tuning on a Poisson subsample, hyperparameter transfer, final run.",
     "OSO-DPSGD (small CNN) trains on raw pixels of its own (opt-in) studies, not on the linear-head features.",
 ]

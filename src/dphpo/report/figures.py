@@ -1,6 +1,6 @@
-"""Every figure of seed 000 from result files (matplotlib, Agg): what each needs, and the drawing.
+"""Every figure of Panda et al. from result files (matplotlib, Agg): what each needs, and the drawing.
 
-Figures and the seed 000 figure they reproduce:
+Figures and the Panda et al. figure they reproduce:
 - `figure3`: r = η·T against ε — the grid-search oracle's best r at each target with its least-squares
   line, the linear scaling rule's released r and one of its fits (stage points, line, extrapolation) —
   and accuracy of linear scaling (search accounted) against the grid-search oracle (Fig. 3).
@@ -174,7 +174,7 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
     src = sources(config, "figure3", method_jobs=method_jobs)
     d, e = figure3_study(p)
     fig, (ax_r, ax_acc) = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig.suptitle(f"{d} × {e}: linear scaling vs grid search (seed 000, Fig. 3)", fontsize=11)
+    fig.suptitle(f"{d} × {e}: linear scaling vs grid search (Panda et al., Fig. 3)", fontsize=11)
     ours, oracle = by_target(res.many(src["ours"])), by_target(res.many(src["oracle"]))
     if not (ours or oracle):
         _needs(ax_r, src["oracle"].need, src["ours"].need)
@@ -238,7 +238,7 @@ def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path, m
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 1, 2.5 * rows + 0.8), squeeze=False)
     fig.suptitle(
-        f"{dataset} × {extractor}: test accuracy (%) of every grid point at the full budget (grid-search oracle; seed 000, Fig. 5/17/18)\n"
+        f"{dataset} × {extractor}: test accuracy (%) of every grid point at the full budget (grid-search oracle; Panda et al., Fig. 5/17/18)\n"
         "star: best cell; white curve: η = r/T for the r the linear scaling rule released (search accounted)",
         fontsize=9,
     )
@@ -281,7 +281,7 @@ def draw_figure6(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
     d, e = figure6_study(p)
     oracle = by_target(res.many(src["oracle"]))
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.set_title(f"{d} × {e}: r vs relative accuracy gap to the best r at the same ε (seed 000, Fig. 6)", fontsize=9)
+    ax.set_title(f"{d} × {e}: r vs relative accuracy gap to the best r at the same ε (Panda et al., Fig. 6)", fontsize=9)
     if not _needs(ax, src["oracle"].need if not oracle else None):
         cmap = plt.get_cmap("viridis")
         for k, (target, results) in enumerate(oracle.items()):
@@ -303,7 +303,7 @@ def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs 
     p, res, plt = Paper(config, method_jobs), Results(), pyplot()
     src = sources(config, "pareto", dataset, method_jobs=method_jobs)
     fig, (ax_acc, ax_r) = plt.subplots(1, 2, figsize=(11, 4.2))
-    fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (seed 000, Fig. 19/20)", fontsize=10)
+    fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (Panda et al., Fig. 19/20)", fontsize=10)
     extractors = pareto_extractors(p, dataset)
     missing = [s.need for s in src.values() if s.need]
     drawn, all_eps = False, []

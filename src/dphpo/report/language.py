@@ -1,11 +1,11 @@
-"""The language tables of seed 000 (Tables 6, 7, 8, 9, 17–20) and Fig. 4, from language study results.
+"""The language tables of Panda et al. (Tables 6, 7, 8, 9, 17–20) and Fig. 4, from language study results.
 
 What each table reads is config `language.tables` (study names from `language.studies`); results are
 one `result.json` per study, method, seed and target ε (dphpo.layout.LANGUAGE_RESULT; the ε is read
 from the record, never from its path) and `LANGUAGE_NONPRIVATE_RESULT`, read as the vision results are
 (dphpo.report.tables.load_results). Every row states the total ε spent (max over
 seeds, the search included: every stage trial, selection release and the final run), whether the
-HPO cost is included, and the seed 000 number where the study's `paper_ref` names the paper's own
+HPO cost is included, and the Panda et al. number where the study's `paper_ref` names the paper's own
 row (a reference, never an input). Tables are written with dphpo.report.tables.Table (md, csv,
 tex, html: `Table.write`).
 """
@@ -29,9 +29,9 @@ TITLES = {
     "table7": "Table 7: linear scaling when fine-tuning all layers of a causal LM (perplexity)",
     "table8": "Table 8: causal LM fine-tuning with DP-SGD: perplexity (Ppl) and total step size (TSS) of the rule",
     "table9": "Table 9: the rule drives DP-ZO (Tang et al. 2024) vs random search and the grid",
-    "table17": "Table 17: hyperparameters of the causal LM fine-tuning (PersonaChat in seed 000)",
-    "table18": "Table 18: grid of the causal LM study (WikiText-2 in seed 000)",
-    "table19": "Table 19: grid of the causal LM study (Enron in seed 000)",
+    "table17": "Table 17: hyperparameters of the causal LM fine-tuning (PersonaChat in Panda et al.)",
+    "table18": "Table 18: grid of the causal LM study (WikiText-2 in Panda et al.)",
+    "table19": "Table 19: grid of the causal LM study (Enron in Panda et al.)",
     "table20": "Table 20: which layers are trained (full / last block / first and last block) vs perplexity",
 }
 METHOD_LABELS = {
@@ -41,7 +41,7 @@ METHOD_LABELS = {
     NONPRIVATE: "Non-private (eps = inf, best on TEST)",
 }
 
-# seed 000's numbers, keyed by a study's `paper_ref`
+# Panda et al.'s numbers, keyed by a study's `paper_ref`
 SEED000_TABLE6 = {  # eps -> (accuracy %, r)
     "SST-2": {0.1: (90.60, 0.975), 0.2: (90.83, 1.95), 0.7: (91.06, 5.07)},
     "QNLI": {0.1: (82.54, 3.9), 0.2: (84.00, 4.68), 1.3: (86.25, 26.52)},
@@ -49,7 +49,7 @@ SEED000_TABLE6 = {  # eps -> (accuracy %, r)
     "MNLI": {0.1: (77.52, 11.7), 0.2: (79.40, 17.55), 1.2: (81.86, 64.35)},  # matched (mismatched: 78.24, 79.98, 82.76)
 }
 SEED000_TABLE7 = {"PersonaChat": {0.7: 21.25, math.inf: 17.69}}
-LI_ET_AL_2022 = {3.0: 24.59, math.inf: 18.52}  # Li et al. (2022b), quoted by seed 000 Table 7
+LI_ET_AL_2022 = {3.0: 24.59, math.inf: 18.52}  # Li et al. (2022b), quoted by Panda et al. Table 7
 SEED000_TABLE8 = {  # eps -> (perplexity, TSS, TSS estimated by the rule)
     "WikiText-2": {0.2: (28.81, 0.008, False), 0.5: (28.37, 0.02, False), 1.4: (28.15, 0.04, True), 2.2: (27.98, 0.08, True),
                    3.0: (27.69, 0.12, True)},
@@ -168,7 +168,7 @@ def _paper_ref(config: dict, study: str) -> str | None:
 
 
 def build_table6(config: dict, rd: Reader) -> Table:
-    cols = ["study", "target ε", "method", "test accuracy (%)", "r = η·T", "total ε (incl. search)", "HPO cost", "seed 000 acc (%)", "seed 000 r"]
+    cols = ["study", "target ε", "method", "test accuracy (%)", "r = η·T", "total ε (incl. search)", "HPO cost", "Panda et al. acc (%)", "Panda et al. r"]
     rows = []
     for study in _studies_of(config, "table6"):
         ref = SEED000_TABLE6.get(_paper_ref(config, study) or "", {})
@@ -180,7 +180,7 @@ def build_table6(config: dict, rd: Reader) -> Table:
                 paper = ref.get(eps) if method == LS else None
                 rows.append({"study": study, "target ε": eps, "method": METHOD_LABELS[method], "test accuracy (%)": s["metric"],
                              "r = η·T": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
-                             "seed 000 acc (%)": paper[0] if paper else None, "seed 000 r": paper[1] if paper else None})
+                             "Panda et al. acc (%)": paper[0] if paper else None, "Panda et al. r": paper[1] if paper else None})
         s = summary(rd.records(study, NONPRIVATE), 100.0)
         if s:
             rows.append({"study": study, "target ε": math.inf, "method": METHOD_LABELS[NONPRIVATE], "test accuracy (%)": s["metric"],
@@ -201,22 +201,22 @@ def build_lm_rows(config: dict, rd: Reader, studies: list[str], paper: dict) -> 
                 p = p if isinstance(p, tuple) or p is None else (p,)
                 rows.append({"study": study, "target ε": eps, "method": METHOD_LABELS[method], "perplexity": s["metric"],
                              "TSS (r = η·T)": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
-                             "seed 000 ppl": p[0] if p else None, "seed 000 TSS": p[1] if p and len(p) > 1 else None})
+                             "Panda et al. ppl": p[0] if p else None, "Panda et al. TSS": p[1] if p and len(p) > 1 else None})
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
             p = ref.get(math.inf)
             rows.append({"study": study, "target ε": math.inf, "method": METHOD_LABELS[NONPRIVATE], "perplexity": s["metric"],
                          "TSS (r = η·T)": s["r = η·T"], "total ε (incl. search)": math.inf, "HPO cost": s["HPO cost"],
-                         "seed 000 ppl": p if isinstance(p, float) else None})
+                         "Panda et al. ppl": p if isinstance(p, float) else None})
     return rows
 
 
-LM_COLS = ["study", "target ε", "method", "perplexity", "TSS (r = η·T)", "total ε (incl. search)", "HPO cost", "seed 000 ppl", "seed 000 TSS"]
+LM_COLS = ["study", "target ε", "method", "perplexity", "TSS (r = η·T)", "total ε (incl. search)", "HPO cost", "Panda et al. ppl", "Panda et al. TSS"]
 
 
 def build_table7(config: dict, rd: Reader) -> Table:
     rows = build_lm_rows(config, rd, _studies_of(config, "table7"), SEED000_TABLE7)
-    rows += [{"study": "Li et al. (2022b), quoted by seed 000", "target ε": e, "method": "prior work", "seed 000 ppl": p}
+    rows += [{"study": "Li et al. (2022b), quoted by Panda et al.", "target ε": e, "method": "prior work", "Panda et al. ppl": p}
              for e, p in LI_ET_AL_2022.items()]
     return Table(LM_COLS, rows, caption="Seed 000: GPT-2, all layers, PersonaChat, δ = 1/(2|D|).")
 
@@ -224,13 +224,13 @@ def build_table7(config: dict, rd: Reader) -> Table:
 def build_table8(config: dict, rd: Reader) -> Table:
     rows = build_lm_rows(config, rd, _studies_of(config, "table8"), SEED000_TABLE8)
     return Table(LM_COLS, rows, caption=(
-        "Seed 000: GPT-2 on WikiText-2 (δ = 1e-6) and Enron (δ = 1/(2|D|)); the rule's TSS is extrapolated (seed 000 marks it *) "
+        "Seed 000: GPT-2 on WikiText-2 (δ = 1e-6) and Enron (δ = 1/(2|D|)); the rule's TSS is extrapolated (Panda et al. marks it *) "
         "for every final run."))
 
 
 def build_table9(config: dict, rd: Reader) -> Table:
     eps = float(section(config).get("eps", 1.0))
-    cols = ["study", "method", "target ε", "mean accuracy (std) (%)", "total ε (incl. search)", "HPO cost", "seed 000 (std)"]
+    cols = ["study", "method", "target ε", "mean accuracy (std) (%)", "total ε (incl. search)", "HPO cost", "Panda et al. (std)"]
     rows = []
     for study in _studies_of(config, "table9"):
         for method in (RANDOM, LS, GRID):
@@ -239,13 +239,13 @@ def build_table9(config: dict, rd: Reader) -> Table:
                 p = SEED000_TABLE9.get(method)
                 rows.append({"study": study, "method": METHOD_LABELS[method], "target ε": eps, "mean accuracy (std) (%)": s["metric"],
                              "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
-                             "seed 000 (std)": f"{p[0]:.2f} ({p[1]:.2f})" if p else None})
+                             "Panda et al. (std)": f"{p[0]:.2f} ({p[1]:.2f})" if p else None})
     return Table(cols, rows, caption="DP-ZO: per step one public random direction, per-example clipped finite differences, Gaussian noise.")
 
 
 def build_hyper(config: dict, rd: Reader, name: str) -> Table:
-    """The hyperparameters of a study (its config) beside seed 000's."""
-    cols = ["study", "parameter", "this study", "seed 000"]
+    """The hyperparameters of a study (its config) beside Panda et al.'s."""
+    cols = ["study", "parameter", "this study", "Panda et al."]
     rows = []
     for study in _studies_of(config, name):
         spec = _spec(config, study)
@@ -266,7 +266,7 @@ def build_hyper(config: dict, rd: Reader, name: str) -> Table:
                     + (f", partition {spec['data']['partition']})" if spec["data"].get("partition") else ")"),
         }
         for key, value in ours.items():
-            rows.append({"study": study, "parameter": key, "this study": value, "seed 000": SEED000_HYPER[name].get(key)})
+            rows.append({"study": study, "parameter": key, "this study": value, "Panda et al.": SEED000_HYPER[name].get(key)})
     return Table(cols, rows, caption="Hyperparameters; the rule searches r = η·T over these grids with the other values fixed.")
 
 
@@ -279,7 +279,7 @@ def trained_layers(model: dict) -> str:
 
 
 def build_table20(config: dict, rd: Reader) -> Table:
-    cols = ["layers trained", "study", "target ε", "perplexity", "total ε (incl. search)", "seed 000 ppl"]
+    cols = ["layers trained", "study", "target ε", "perplexity", "total ε (incl. search)", "Panda et al. ppl"]
     rows = []
     for item in section(config).get("table20") or []:
         label, study = (item["label"], item["study"]) if isinstance(item, dict) else (item, item)
@@ -288,7 +288,7 @@ def build_table20(config: dict, rd: Reader) -> Table:
             s = summary(rd.at(study, LS, eps), 1.0)
             if s:
                 rows.append({"layers trained": label, "study": study, "target ε": eps, "perplexity": s["metric"],
-                             "total ε (incl. search)": s["total ε (incl. search)"], "seed 000 ppl": paper.get(eps)})
+                             "total ε (incl. search)": s["total ε (incl. search)"], "Panda et al. ppl": paper.get(eps)})
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
             rows.append({"layers trained": label, "study": study, "target ε": math.inf, "perplexity": s["metric"], "total ε (incl. search)": math.inf})

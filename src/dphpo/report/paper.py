@@ -1,4 +1,4 @@
-"""Every table of seed 000 from release records: the builders (what each table shows).
+"""Every table of Panda et al. from release records: the builders (what each table shows).
 
 `build(config, name)` reads the files `dphpo.report.plan` names for the table and returns a `Table`
 (Markdown, CSV, LaTeX, HTML). Tables compute nothing from private data: Table 5's accuracies on
@@ -6,7 +6,7 @@ shifted test sets come from its evaluation job's sealed record (dphpo.report.shi
 
 Every table states, per row, the total ε actually spent (max over seeds of `total_eps`, the search
 included), whether the HPO cost is included, and the selection rule, all taken from the records.
-The seed 000 column repeats the paper's number (dphpo.report.published) where the row is the paper's
+The Panda et al. column repeats the paper's number (dphpo.report.published) where the row is the paper's
 own setting (same dataset and extractor name as in config/paper.yaml); it is a reference, never an input.
 """
 
@@ -129,9 +129,9 @@ def build_table2(p: Paper, plan: TablePlan, res: Results) -> Table:
         s = summarize(res.many(rp.sources["run"]))
         ref = SEED000["table2"].get((rp.key["_block"], rp.key["_method"])) if rp.key["dataset"] == "cifar10" else None
         rows.append(
-            {**rp.key, "target ε": p.eps, **_summary_cells(s), "seed 000 (%)": ref}
+            {**rp.key, "target ε": p.eps, **_summary_cells(s), "Panda et al. (%)": ref}
         )
-    cols = ["setting", "dataset", "extractor", "method", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "test accuracy (%)", "selection", "seed 000 (%)"]
+    cols = ["setting", "dataset", "extractor", "method", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "test accuracy (%)", "selection", "Panda et al. (%)"]
     caption = (
         f"Seed 000 Table 2 at target ε = {p.eps:g} (δ = {p.delta:g}): linear probing with a feature extractor pretrained "
         "on public data (Koskela & Kulkarni, Papernot & Steinke, ours) and without public data (random search, the "
@@ -162,7 +162,7 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "RERR (%)": rerr,
                 "selection (ours)": s.selection if s else None,
                 "seeds": s.n if s else None,
-                "seed 000 R / O / ours / RERR": " / ".join(f"{v:g}" for v in ref) if ref else None,
+                "Panda et al. R / O / ours / RERR": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
     cols = list(rows[0]) if rows else ["dataset", "extractor"]
@@ -186,10 +186,10 @@ def build_table4(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "target ε": p.eps,
                 **_summary_cells(s, acc_col=f"ε = {p.eps:g} (%)"),
                 **_reference_cells(s, res.many(rp.sources["ref"])),
-                "seed 000 ε = 1 / ∞": " / ".join(f"{v:g}" for v in ref) if ref else None,
+                "Panda et al. ε = 1 / ∞": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
-    cols = ["model", "dataset", "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)", "selection", "seed 000 ε = 1 / ∞"]
+    cols = ["model", "dataset", "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)", "selection", "Panda et al. ε = 1 / ∞"]
     caption = (
         f"Seed 000 Table 4: every extractor × dataset, linear scaling at target ε = {p.eps:g} (δ = {p.delta:g}) with the "
         "search included in the total, against the non-private reference (σ = 0, best grid point on TEST: a ceiling, "
@@ -224,10 +224,10 @@ def build_table5(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "non-private ID / OOD (%)": None if not refs else f"{100 * refs[0]['test_accuracy']:.2f} / {ref_ood}",
                 "test classes dropped": dropped,
                 "selection": s.selection if s else None,
-                "seed 000 ID / OOD": " / ".join(f"{v:g}" for v in ref) if ref else None,
+                "Panda et al. ID / OOD": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
-    cols = ["train → test", "extractor", "target ε", "total ε (incl. search)", "HPO cost", "ID accuracy (%)", "OOD accuracy (%)", "non-private ID / OOD (%)", "test classes dropped", "selection", "seed 000 ID / OOD"]
+    cols = ["train → test", "extractor", "target ε", "total ε (incl. search)", "HPO cost", "ID accuracy (%)", "OOD accuracy (%)", "non-private ID / OOD (%)", "test classes dropped", "selection", "Panda et al. ID / OOD"]
     caption = (
         f"Seed 000 Table 5 (distribution shift): the released linear-scaling heads at target ε = {p.eps:g} "
         "(search included), trained on the first dataset and applied unchanged (zero-shot) to the second's test "
@@ -250,10 +250,10 @@ def build_table10(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "degree": conf.get("degree"),
                 "target ε": p.eps,
                 **_summary_cells(s, acc_col="accuracy (%)"),
-                "seed 000 (ImageNet, %)": SEED000["table10"].get(rp.key["method"]),
+                "Panda et al. (ImageNet, %)": SEED000["table10"].get(rp.key["method"]),
             }
         )
-    cols = ["method", "variant", "stage budgets", "trials per stage", "degree", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "accuracy (%)", "selection", "seed 000 (ImageNet, %)"]
+    cols = ["method", "variant", "stage budgets", "trials per stage", "degree", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "accuracy (%)", "selection", "Panda et al. (ImageNet, %)"]
     caption = (
         f"Seed 000 Table 10 at target ε = {p.eps:g}: the linear scaling rule with two stages and a line (the method), "
         "three stages and a line, three stages and a parabola. Every stage trial and selection release is in the total."
@@ -326,13 +326,13 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "total ε (incl. search)": s.total_eps,
                 "HPO cost": s.hpo,
                 "selection": s.selection,
-                "seed 000 GPU h / wall h": f"{ref[0]} / {ref[1]}" if ref else None,
+                "Panda et al. GPU h / wall h": f"{ref[0]} / {ref[1]}" if ref else None,
             }
         )
     for row in rows:
         if base_hours and row.get("device hours per seed") is not None:
             row["relative to random search"] = round(row["device hours per seed"] / base_hours, 2)
-    cols = ["method", "dataset", "extractor", "target ε", "jobs per seed", "trained runs per target", "sequential rounds", "trial-steps per target", "device hours per seed", "wall-clock hours per seed (critical path)", "relative to random search", "total ε (incl. search)", "HPO cost", "selection", "seed 000 GPU h / wall h"]
+    cols = ["method", "dataset", "extractor", "target ε", "jobs per seed", "trained runs per target", "sequential rounds", "trial-steps per target", "device hours per seed", "wall-clock hours per seed (critical path)", "relative to random search", "total ε (incl. search)", "HPO cost", "selection", "Panda et al. GPU h / wall h"]
     caption = (
         "Seed 000 Table 11: compute of each method. Seed 000 counts one hour per trial: runs per target (random 1, grid "
         "100, ours 7) are its GPU hours and sequential rounds (1, 1, 3) its wall-clock; both are columns here. Measured: "
@@ -342,7 +342,7 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
         f"jobs (stage 1 → stage 2 → final for ours). Target ε = {p.eps:g}; trained runs per target from the result file."
     )
     notes = _notes(plan) + [
-        "The grid-search oracle trains every grid point in one batched job; with one GPU per grid point (seed 000's "
+        "The grid-search oracle trains every grid point in one batched job; with one GPU per grid point (Panda et al.'s "
         "setting) its wall-clock would be that of its longest single point.",
     ]
     return Table(cols, rows, caption, notes)
@@ -376,10 +376,10 @@ def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "std": points(s.std) if s else None,
                 "seeds": s.n if s else None,
                 "selection": s.selection if s else None,
-                "seed 000 ε_f / acc": f"{ref[0]:g} / {ref[1]:g}" if ref else None,
+                "Panda et al. ε_f / acc": f"{ref[0]:g} / {ref[1]:g}" if ref else None,
             }
         )
-    cols = ["method", "variant", "ε1", "ε2", "ε_f (final run alone)", "target ε", "total ε (incl. search)", "HPO cost", "accuracy (%)", "std", "seeds", "selection", "seed 000 ε_f / acc"]
+    cols = ["method", "variant", "ε1", "ε2", "ε_f (final run alone)", "target ε", "total ε (incl. search)", "HPO cost", "accuracy (%)", "std", "seeds", "selection", "Panda et al. ε_f / acc"]
     caption = (
         f"Seed 000 Table 13 at target ε = {p.eps:g} (δ = {p.delta:g}): the marginal cost of the search. The first row is "
         "the grid-search oracle (HPO cost not included); each further row spends n trials at ε1 and n at ε2 (standalone "
@@ -406,11 +406,11 @@ def build_table15(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "accountant baseline / ours": None if not (s and b) else f"{b.accountant} / {s.accountant}",
                 "HPO cost": s.hpo if s else None,
                 "selection": s.selection if s else None,
-                "seed 000 baseline / improvement": f"{ref[0]:g} / +{ref[1]:g}" if ref else None,
+                "Panda et al. baseline / improvement": f"{ref[0]:g} / +{ref[1]:g}" if ref else None,
             }
         )
     eps = plan.rows[0].key.get("_eps") if plan.rows else None
-    cols = ["design choice", "baseline", "variant", "target ε", "baseline accuracy (%)", "ours (%)", "improvement (points)", "total ε baseline", "total ε ours", "accountant baseline / ours", "HPO cost", "selection", "seed 000 baseline / improvement"]
+    cols = ["design choice", "baseline", "variant", "target ε", "baseline accuracy (%)", "ours (%)", "improvement (points)", "total ε baseline", "total ε ours", "accountant baseline / ours", "HPO cost", "selection", "Panda et al. baseline / improvement"]
     caption = (
         f"Seed 000 Table 15: each design choice of the method against the alternative prior work used, at target ε = "
         f"{'–' if eps is None else f'{eps:g}'} (δ = {p.delta:g}). Both columns run the whole linear scaling rule (search "
@@ -437,12 +437,12 @@ def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
         row["HPO cost"] = next((s.hpo for s in sums.values() if s), None)
         row["selection"] = next((s.selection for s in sums.values() if s), None)
         ref = SEED000["table16"].get((rp.key["dataset"], rp.key.get("extractor")))
-        row["source"] = "this run" + (f" (seed 000: {' / '.join(f'{v:g}' for v in ref)})" if ref else "")
+        row["source"] = "this run" + (f" (Panda et al.: {' / '.join(f'{v:g}' for v in ref)})" if ref else "")
         rows.append(row)
     datasets = {rp.key["dataset"] for rp in plan.rows}
     for name, d, a01, a1, ainf in TABLE16_PRIOR:
         if d in datasets:
-            rows.append({"method": name, "dataset": d, "ε = 0.1 (%)": a01, "ε = 1 (%)": a1, "ε = ∞ (%)": ainf, "HPO cost": "not reported", "source": "quoted from seed 000 Table 16, not reproduced"})
+            rows.append({"method": name, "dataset": d, "ε = 0.1 (%)": a01, "ε = 1 (%)": a1, "ε = ∞ (%)": ainf, "HPO cost": "not reported", "source": "quoted from Panda et al. Table 16, not reproduced"})
     gap_col = f"gap ({max(eps_list):g} − ∞)"
     cols = ["method", "dataset", "extractor", *[f"ε = {x:g} (%)" for x in eps_list], "ε = ∞ (%)", gap_col, "total ε (incl. search)", "HPO cost", "selection", "source"]
     caption = (
@@ -452,7 +452,7 @@ def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
     )
     notes = _notes(plan)
     if not any(d in datasets for _, d, *_ in TABLE16_PRIOR):
-        notes.append("seed 000's prior-work rows (Mehta 2023a, Bu 2022a, Cattan 2022, De 2022) are for cifar10/cifar100 only; none match these datasets")
+        notes.append("Panda et al.'s prior-work rows (Mehta 2023a, Bu 2022a, Cattan 2022, De 2022) are for cifar10/cifar100 only; none match these datasets")
     return Table(cols, rows, caption, notes)
 
 
@@ -485,7 +485,7 @@ def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
             "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)",
             "selection"]
     caption = (
-        f"Seed 003 (Bu et al.: pre-training DP models with limited public data) in front of seed 000's method: the "
+        f"Seed 003 (Bu et al.: pre-training DP models with limited public data) in front of Panda et al.'s method: the "
         "extractor is pretrained on public data (the switch to the private stage chosen from public statistics only) "
         "and, where configured, pre-trained further with DP-SGD on *another* private dataset, then linear scaling runs "
         f"on the study's data at target ε = {p.eps:g} (δ = {p.delta:g}, search included). Two guarantees for two "

@@ -1,4 +1,4 @@
-"""The paper target's plan: which result files each table of seed 000 reads, from the config alone.
+"""The paper target's plan: which result files each table of Panda et al. reads, from the config alone.
 
 `plan(config, name)` says which result files each row needs — the workflow's input functions call it,
 so a row the config cannot produce (a method not in `methods`, a variant not defined, a target ε not
@@ -264,7 +264,7 @@ def plan_table10(p: Paper) -> TablePlan:
     section = p.section.get("table10")
     if not section:
         row_specs = TABLE10_ROWS
-        need = "paper.table10: name the {dataset, extractor} study (seed 000: ImageNet)"
+        need = "paper.table10: name the {dataset, extractor} study (Panda et al.: ImageNet)"
         return TablePlan("table10", [RowPlan({"method": r["label"], "variant": r["variant"]}, {"run": Source(need=need)}) for r in row_specs], [need])
     d, e = section["dataset"], section["extractor"]
     rows = [
@@ -307,7 +307,7 @@ def plan_table15(p: Paper) -> TablePlan:
     section = p.section.get("table15")
     specs = (section or {}).get("rows") or TABLE15_ROWS
     if not section:
-        need = "paper.table15: name the {dataset, extractor} study (seed 000: CIFAR100, eps = 0.1)"
+        need = "paper.table15: name the {dataset, extractor} study (Panda et al.: CIFAR100, eps = 0.1)"
         return TablePlan("table15", [RowPlan({"design choice": r["choice"], "baseline": r["baseline"], "variant": r["variant"]}, {"ours": Source(need=need)}) for r in specs], [need])
     d, e, eps = section["dataset"], section["extractor"], float(section.get("eps", 0.1))
     ours = p.source(LS, d, e, DEFAULT, eps)
@@ -324,7 +324,7 @@ def plan_table15(p: Paper) -> TablePlan:
 def plan_table16(p: Paper) -> TablePlan:
     section = p.section.get("table16")
     if not section:
-        need = "paper.table16: name the extractor and the datasets (seed 000: beitv2 on CIFAR10, CIFAR100)"
+        need = "paper.table16: name the extractor and the datasets (Panda et al.: beitv2 on CIFAR10, CIFAR100)"
         return TablePlan("table16", [RowPlan({"method": "our method", "dataset": "–"}, {"ref": Source(need=need)})], [need])
     e, eps_list = section["extractor"], [float(x) for x in section.get("eps", [0.1, 1])]
     rows = []

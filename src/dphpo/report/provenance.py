@@ -66,7 +66,7 @@ def provenance_table(paths: Iterable[str]) -> Table:
         "config hash (the variant's merged config), the feature cache's content checksum and the dataset checksum "
         "(compare with the .h5 attributes), the accountant of the reported totals, the selection rule and the package "
         "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 prefixes shown). "
-        "An extractor pre-trained with DP-SGD on other private data (seed 003) shows that data and its own (ε, δ)."
+        "An extractor pre-trained with DP-SGD on other private data (Bu et al.) shows that data and its own (ε, δ)."
     )
     return Table(cols, rows, caption, ["each result.json holds the full provenance block and the privacy ledger of every release"])
 

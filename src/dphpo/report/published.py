@@ -1,11 +1,11 @@
-"""What seed 000 (and the prior work it quotes) published: reference numbers printed beside a row
+"""What Panda et al. (and the prior work it quotes) published: reference numbers printed beside a row
 whose setting is the paper's own; never an input to any computation."""
 
 from __future__ import annotations
 
 from dphpo.report.plan import LS
 
-# What seed 000 reports, keyed by the names config/paper.yaml uses (references only).
+# What Panda et al. reports, keyed by the names config/paper.yaml uses (references only).
 SEED000 = {
     "table2": {
         ("public", "koskela"): 67.0,
@@ -61,7 +61,7 @@ SEED000 = {
     "table16": {("cifar10", "beitv2"): (98.65, 99.00, 99.00), ("cifar100", "beitv2"): (81.9, 89.81, 91.57)},
     "table11": {"random_search": (1, 1), "grid_oracle": (100, 1), LS: (7, 3)},  # GPU hours, wall-clock hours
 }
-# Prior work quoted by seed 000 Table 16 (ImageNet-21k pretrained, not reproduced here).
+# Prior work quoted by Panda et al. Table 16 (ImageNet-21k pretrained, not reproduced here).
 TABLE16_PRIOR = [
     ("Mehta et al. 2023a", "cifar10", 95.8, 96.3, 96.6),
     ("Mehta et al. 2023a", "cifar100", 78.5, 82.7, 85.29),

@@ -1,5 +1,5 @@
 """Causal language modelling (perplexity): a GPT-2-family model fine-tuned with DP on private text
-(seed 000 Tables 7, 8, 20; Fig. 4).
+(Panda et al. Tables 7, 8, 20; Fig. 4).
 
 Privacy unit: one sequence (a text, truncated to `max_len` tokens, with a leading end-of-text token so
 its first token is predicted too). Per-example loss: the mean next-token negative log-likelihood

@@ -1,5 +1,5 @@
 """Sequence classification (accuracy): fine-tune the top k transformer layers of a pretrained encoder
-plus a linear head (seed 000 Table 6 with k = all layers; Table 20 style with k < all).
+plus a linear head (Panda et al. Table 6 with k = all layers; Table 20 style with k < all).
 
 The model is: frozen bottom (embeddings and the first L − k layers) → top k layers (trainable) →
 mean pooling over the attention mask (as the sentence-transformers MiniLM) → linear head (zero init,

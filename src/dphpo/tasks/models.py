@@ -102,7 +102,7 @@ def untie_lm_head(model: nn.Module) -> bool:
 
 
 def set_trainable_gpt2(model: nn.Module, layers: str) -> list[str]:
-    """Which GPT-2 parameters train (seed 000 Table 20): `all`, or `last_block` / `first_last_block`
+    """Which GPT-2 parameters train (Panda et al. Table 20): `all`, or `last_block` / `first_last_block`
     with the embeddings, the final LayerNorm and the head trainable as in the paper. Returns their names."""
     blocks = model.transformer.h
     chosen = {

@@ -1,4 +1,4 @@
-"""Full-batch DP-GD on a linear head, many trials at once (seed 000, Algorithm 1).
+"""Full-batch DP-GD on a linear head, many trials at once (Panda et al., Algorithm 1).
 
 Per step, for every trial h:  g̃ = (Σ_i clip_C(∇ℓ(x_i, W_h)) + σ_h C ξ) / N_pub,
 v ← ρ v + g̃,  W_h ← W_h − η_h v  (PyTorch's momentum convention).
@@ -15,7 +15,7 @@ clipped sum of a chunk run while its rows are still in cache, so X streams from 
 step instead of twice, and the softmax over the short class axis is done in place (torch.softmax
 on a last axis of K = 10 costs as much as a GEMM). benchmarks/trainer.py measures the gain.
 
-Minibatch ablation (seed 000, Table 15 "SGD (Batch=4096)"): with `sample_rate` q < 1 every step of
+Minibatch ablation (Panda et al., Table 15 "SGD (Batch=4096)"): with `sample_rate` q < 1 every step of
 every trial draws its own Poisson subset (each example kept with probability q, from the trial's
 generator, before that step's noise), sums the clipped gradients of that subset only, adds the same
 noise σ·C·ξ and divides by the expected batch size q·N (the normalization the subsampled-Gaussian
@@ -168,7 +168,7 @@ def _train_group(
         w[:active] = w[:active] - eta[:active] * v[:active]
         bar.update(active)
     if free_step:
-        # Post-processing (seed 000, Fig. 9): the momentum part of the next update, ρ·v, needs no
+        # Post-processing (Panda et al., Fig. 9): the momentum part of the next update, ρ·v, needs no
         # new gradient, so applying it costs no privacy.
         w = w - eta * momentum * v
     return w

@@ -1,4 +1,4 @@
-"""DP-ZO (Tang et al. 2024): differentially private zeroth-order fine-tuning (seed 000 §5.5, Table 9).
+"""DP-ZO (Tang et al. 2024): differentially private zeroth-order fine-tuning (Panda et al. §5.5, Table 9).
 
 Per step: a Poisson batch (rate q = B/N); one random direction z ~ N(0, I) over the trainable
 parameters, drawn from *public* randomness (a generator seeded by the trial, independent of the

@@ -1,4 +1,4 @@
-"""DP fine-tuning of torch models (seed 000 §5.4): DP-SGD / DP-Adam with Poisson sampling, per-sample
+"""DP fine-tuning of torch models (Panda et al. §5.4): DP-SGD / DP-Adam with Poisson sampling, per-sample
 clipping by opacus (ghost clipping or per-sample-gradient hooks), accounted with the PRV accountant.
 
 One step (Abadi et al. 2016, as in `dphpo.train.dpsgd`): draw a Poisson batch (each training example

@@ -1,4 +1,4 @@
-"""The batched linear-head trainer: full-batch DP-GD on cached features (seed 000, Algorithm 1).
+"""The batched linear-head trainer: full-batch DP-GD on cached features (Panda et al., Algorithm 1).
 
 `TrainSettings` holds the training primitive's fixed settings (docs/methods.md §1) and the accounting
 choices (δ, adjacency, accountant, batch size) from which `accountant_for` builds the run accountant;
@@ -40,7 +40,7 @@ class TrainSettings:
     device: str = "auto"
     delta: float = 1e-5
     adjacency: str = "add_remove"  # "replace_one" doubles every μ
-    # Ablations of seed 000 Table 15 (the method itself: full batch, exact GDP accounting).
+    # Ablations of Panda et al. Table 15 (the method itself: full batch, exact GDP accounting).
     batch_size: int | None = None  # expected Poisson batch size B (q = B/N); None = full batch
     accountant: str = "gdp"  # "rdp": account every run with Rényi DP (looser); "prv": prv-accountant
 

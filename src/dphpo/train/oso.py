@@ -1,4 +1,4 @@
-"""OSO-DPSGD (seed 002, Algorithm 1; docs/methods.md §4): online clipping-threshold and learning-rate adaptation.
+"""OSO-DPSGD (Galli et al., Algorithm 1; docs/methods.md §4): online clipping-threshold and learning-rate adaptation.
 
 Per step t, with per-sample gradients g_i, clipping threshold C_t and learning rate ρ_t:
   ḡ_i = g_i / max(1, ‖g_i‖/C_t),   q_i = g_i/‖g_i‖ if ‖g_i‖ > C_t else 0 (the clipped samples),
@@ -6,13 +6,13 @@ Per step t, with per-sample gradients g_i, clipping threshold C_t and learning r
   θ ← θ − ρ_t·(update from g̃_t),
   C_{t+1} = C_t·exp(ρ_c·sign(g̃_tᵀ q̃_{t−1})),   ρ_{t+1} = ρ_t·exp(ρ_r·sign(g̃_tᵀ g̃_{t−1})),
 with q̃_0 = g̃_0 = 0. Σḡ has sensitivity C_t and Σq sensitivity 1, so the pair released at step t is
-one Gaussian mechanism with noise multiplier ν when ν_g = (ν⁻² − ν_q⁻²)^(−1/2) (seed 002, Prop. 1):
+one Gaussian mechanism with noise multiplier ν when ν_g = (ν⁻² − ν_q⁻²)^(−1/2) (Galli et al., Prop. 1):
 1/ν² = 1/ν_g² + 1/ν_q². The printed Algorithm 1 (line 13) adds noise with ν_g to q̃; the text
 (Eq. 17) uses ν_q, and so do we. Rule of thumb ν_q ≈ 7.124·ν (ν_g is 1 % above ν).
 
 `train_linear_oso` runs the rule for many trials at once on a linear head with full-batch
 gradients (B = N), closed-form per-sample gradients as in `dphpo.train.dpgd`, and heavy-ball
-momentum in PyTorch's convention (seed 002 derives the rule for plain SGD and notes momentum only
+momentum in PyTorch's convention (Galli et al. derives the rule for plain SGD and notes momentum only
 rescales ∂ℓ/∂C — the signs used here are unchanged).
 """
 
@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, clipped_sums
 
-#: ν_q/ν for which ν_g is 1 % above ν (seed 002, Privacy Analysis).
+#: ν_q/ν for which ν_g is 1 % above ν (Galli et al., Privacy Analysis).
 NU_Q_RULE_OF_THUMB = 7.124
 
 
@@ -147,7 +147,7 @@ def train_linear_oso(
         q_prev[:a] = q_tilde
         bar.update(a)
     bar.close()
-    if free_step:  # post-processing: the momentum part of the next update (seed 000, Fig. 9)
+    if free_step:  # post-processing: the momentum part of the next update (Panda et al., Fig. 9)
         w = w - lr.view(h, 1, 1) * momentum * v
     # row j of the sorted state belongs to trial order[j]
     idx = torch.as_tensor(order)
