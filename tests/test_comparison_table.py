@@ -8,6 +8,7 @@ import pytest
 
 from dphpo.io import write_json
 from dphpo.report import comparison
+from dphpo.report.tables import PRIVATE_DESIGN_COLUMN
 
 STUDIES = [("mnist", "efficientnet_lite0"), ("tweets", "minilm_l6")]
 # accuracy by method (mean over the two seeds below); the oracle is best, random worst
@@ -152,7 +153,7 @@ def test_rows_using_a_setting_chosen_on_private_data_are_labelled(results):
     """Item 5: every row that depends on a setting in `design_notes` names it (md, tex, html, csv)."""
     rows = comparison.summarize(results)
     table = comparison.build_table(rows, DESIGN)
-    col = comparison.PRIVATE_DESIGN_COLUMN
+    col = PRIVATE_DESIGN_COLUMN
     assert table.columns[-1] == col and col not in rows[0]  # the summary rows stay as they were
     labelled = {(r["dataset"], r["method_id"]): r[col] for r in table.rows}
     assert labelled[("mnist", "linear_scaling")] == "extractors.efficientnet_lite0.resolution"
@@ -166,7 +167,7 @@ def test_rows_using_a_setting_chosen_on_private_data_are_labelled(results):
     assert by[("mnist", "mehta", "1.0")] == "extractors.efficientnet_lite0.resolution; baselines.mehta.loss"
     assert by[("tweets", "random_search", "1.0")] == ""
     # no design_notes: no column, nothing added
-    assert comparison.PRIVATE_DESIGN_COLUMN not in comparison.build_table(rows, {}).columns
+    assert PRIVATE_DESIGN_COLUMN not in comparison.build_table(rows, {}).columns
 
 
 def test_make_labels_design_notes_of_the_config_it_is_given(results, tmp_path):
