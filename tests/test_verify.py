@@ -145,3 +145,7 @@ def test_a_result_of_other_settings_is_refused_naming_the_keys(tmp_path):
     write_json(unstamped, {"method": "x", "provenance": {"config_hash": "abc"}})
     with pytest.raises(OutputFileError, match="records no settings_hash"):
         study_config.check_inputs([unstamped], cfg)
+    # what the workflow logs before Snakemake's opaque "Params have changed": the keys, per group of files
+    (line,) = study_config.explain_reruns([path, unstamped], other)
+    assert line.startswith("1 result file(s) were computed with other settings") and "training.clip_norm changed" in line
+    assert study_config.explain_reruns([path], cfg) == []

@@ -128,14 +128,26 @@ def baseline_results():
     ]
 
 
-def released_models():
-    """The released model of every result of the study: a deleted model is restored by `all` too."""
-    results = [
+def study_results():
+    """Every result.json of the study: the linear scaling rule and the baselines."""
+    return [
         f
         for dataset, extractor in STUDIES
         for f in method_results("linear_scaling", dataset, extractor)
     ] + baseline_results()
-    return [layout.sibling(f, "model.npz") for f in results]
+
+
+def released_models():
+    """The released model of every result of the study: a deleted model is restored by `all` too."""
+    return [layout.sibling(f, "model.npz") for f in study_results()]
+
+
+# Snakemake says only "Params have changed" (with hashes) for a job the config reruns: name the keys.
+if workflow.is_main_process and not workflow.remote_exec:
+    for _line in study_config.explain_reruns(
+        [f for f in study_results() if os.path.exists(f)], config
+    ):
+        logger.info(_line)
 
 
 def nonprivate_results():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 from dphpo import layout
@@ -129,18 +130,45 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def changed_settings(path: str | Path, config: dict) -> list[str]:
+    """The run-settings keys whose values differ between what `path` (a stage or result file) was
+    computed with and what `config` asks for; [] when they agree. Raises OutputFileError for a file
+    without a settings hash."""
+    prov = read_json(path).get("provenance") or {}
+    if "settings_hash" not in prov:
+        raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
+    want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
+    if prov["settings_hash"] == config_hash(want):
+        return []
+    had, now = _flat(prov.get("settings") or {}), _flat(json.loads(json.dumps(want, default=str)))
+    return sorted(k for k in set(had) | set(now) if had.get(k) != now.get(k)) or ["(unknown: no settings recorded)"]
+
+
+def explain_reruns(paths: Any, config: dict) -> list[str]:
+    """One line per group of existing result files that the current config reruns, naming the keys
+    that changed (Snakemake itself only says "Params have changed", with opaque hashes)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for path in paths:
+        try:
+            keys = changed_settings(path, config)
+        except OutputFileError:
+            continue  # unreadable or old files are refused where they are read
+        if keys:
+            groups.setdefault(tuple(keys), []).append(str(path))
+    return [
+        f"{len(files)} result file(s) were computed with other settings and rerun ({', '.join(keys[:8])} changed), "
+        f"e.g. {files[0]}"
+        for keys, files in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    ]
+
+
 def check_inputs(paths: Any, config: dict) -> None:
     """Refuse a stage or result file computed with other settings than `config` asks for (after
     `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it),
     naming the file and the keys that differ. Raises OutputFileError."""
     for path in paths:
-        prov = read_json(path).get("provenance") or {}
-        if "settings_hash" not in prov:
-            raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
-        want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
-        if prov["settings_hash"] != config_hash(want):
-            had, now = _flat(prov.get("settings") or {}), _flat(json.loads(json.dumps(want, default=str)))
-            keys = sorted(k for k in set(had) | set(now) if had.get(k) != now.get(k)) or ["(unknown: no settings recorded)"]
+        keys = changed_settings(path, config)
+        if keys:
             raise OutputFileError(
                 f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
                 f"delete it or rerun with `snakemake --forcerun {path}`"
