@@ -8,18 +8,18 @@ from pathlib import Path
 
 import torch
 
+from dphpo import layout
 from dphpo.errors import ConfigError
 from dphpo.features.networks import FeatureNet, build_network
 from dphpo.io import atomic_path, write_json
 from dphpo.provenance import sha256_file
 
-PRETRAINED_DIR = "results/pretrained"
 CHECKPOINT_FORMAT = "dphpo.pretrained/1"
 
 
 def checkpoint_path(name: str) -> str:
     """Where the workflow writes the checkpoint of `pretraining.<name>` (relative to the workdir)."""
-    return f"{PRETRAINED_DIR}/{name}.pt"
+    return layout.path(layout.PRETRAINED_CHECKPOINT, name=name)
 
 
 def save_checkpoint(checkpoint: dict, path: str | Path, summary_path: str | Path | None = None) -> str:
