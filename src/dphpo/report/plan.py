@@ -23,7 +23,6 @@ LS = "linear_scaling"
 NONPRIVATE = "nonprivate"
 RUN_RULE = "run_method"  # workflow/rules/baselines.smk: one job per (study, method, variant, seed)
 
-TABLES = ("table2", "table3", "table4", "table5", "table10", "table11", "table13", "table15", "table16", "dp_continual")
 TABLE15_ROWS = [
     {"choice": "Classifier without bias", "baseline": "with a bias (Mehta et al. 2023b)", "variant": "bias"},
     {"choice": "Zero initialization", "baseline": "random initialization (De et al. 2022)", "variant": "random_init"},
@@ -368,6 +367,9 @@ PLANS: dict[str, Callable[[Paper], TablePlan]] = {
     "table16": plan_table16,
     "dp_continual": plan_dp_continual,
 }
+#: The vision tables of the paper target (the `paper_table` rule's wildcard values): a new table is a
+#: plan here, a builder in dphpo.report.paper (BUILDERS) and its caption in workflow/report/paper_table.rst.
+TABLES: tuple[str, ...] = tuple(PLANS)
 
 
 # Tables that read an evaluation job's sealed record instead of computing it (the table jobs read
