@@ -19,6 +19,12 @@ def test_a_key_written_twice_is_refused_with_both_lines(tmp_path):
         checks.check_config_files([nested])
 
 
+def test_merge_keys_may_be_overridden(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {clip_norm: 1.0, momentum: 0.9}\ntraining:\n  <<: *b\n  clip_norm: 2.0\n")
+    assert checks.load_config_file(path)["training"] == {"clip_norm": 2.0, "momentum": 0.9}
+
+
 def test_invalid_yaml_names_file_and_line(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("seeds: [0, 1\ntraining: {}\n")

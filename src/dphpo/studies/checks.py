@@ -33,6 +33,8 @@ class _StrictLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` merges another mapping; its keys may be overridden, not duplicated
         key = loader.construct_object(key_node, deep=deep)
         line = key_node.start_mark.line + 1
         if key in seen:
