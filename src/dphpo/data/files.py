@@ -149,7 +149,7 @@ def files_checksum(root: Path, files: Sequence[Path]) -> str:
     return digest.hexdigest()
 
 
-def encode_labels(spec: FileDataset, train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Integer labels 0..K-1 (kept) or strings (sorted into a class list); every class needs training examples."""
     values = list(train) + list(test)
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
@@ -324,11 +324,11 @@ def load_text_table(spec: FileDataset) -> Dataset:
         test_idx = np.flatnonzero(np.asarray(splits) == "test")
         how = f"split by column {spec.split_field!r}"
     else:
-        y_all, _, _ = encode_labels(spec, labels, [], f"{spec.key} ({path.name})")
+        y_all, _, _ = encode_labels(labels, [], f"{spec.key} ({path.name})")
         train_idx, test_idx = _split(spec, y_all)
         how = f"seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
     y_train, y_test, classes = encode_labels(
-        spec, [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
+        [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
     )
     ds = make_dataset(spec.name, "text", [texts[i] for i in train_idx], y_train, [texts[i] for i in test_idx], y_test,
                       num_classes=len(classes), source=f"text table {path.name} ({len(rows)} rows; {how})", classes=classes)
@@ -365,7 +365,7 @@ def load_feature_file(spec: FileDataset) -> Dataset:
         if len(arrays[f"{split}_x"]) != len(arrays[f"{split}_y"]):
             raise DatasetError(f"{spec.key}: {path.name} {split}_x has {len(arrays[f'{split}_x'])} rows, {split}_y {len(arrays[f'{split}_y'])}")
     y_train, y_test, classes = encode_labels(
-        spec, [_label_value(v) for v in arrays["train_y"].tolist()], [_label_value(v) for v in arrays["test_y"].tolist()],
+        [_label_value(v) for v in arrays["train_y"].tolist()], [_label_value(v) for v in arrays["test_y"].tolist()],
         f"{spec.key} ({path.name})",
     )
     ds = Dataset(

@@ -93,10 +93,9 @@ def coerce_command_line_lists(config: dict, schema: dict) -> None:
         value = config.get(key)
         types = _types(spec)
         if isinstance(value, str) and types & {"array", "object"}:
-            try:
-                value = config[key] = yaml.safe_load(value) if isinstance(yaml.safe_load(value), (list, dict)) else value
-            except yaml.YAMLError:
-                continue  # the schema names the key and what it expects
+            parsed = _yaml_scalar(value)  # unparsable text stays: the schema names the key and what it expects
+            if isinstance(parsed, (list, dict)):
+                value = config[key] = parsed
         if isinstance(value, list) and "array" in types and _types(spec.get("items") or {}) & {"integer", "number"}:
             config[key] = [_yaml_scalar(v) for v in value]
 
