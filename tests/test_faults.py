@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from base64 import urlsafe_b64encode
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,15 @@ TARGETS = [
     f"{RUN}/linear_scaling/default/seed0/eps1/result.json",
     f"{RUN}/papernot_steinke/default/seed0/eps1/result.json",
 ]
-STAGE2_LOG = "results/logs/linear_scaling/digits/raw/default/seed0/stage2.log"
+STAGE2 = f"{RUN}/linear_scaling/default/seed0/stage2.json"
+
+
+def started_marker(workdir: Path, output: str) -> Path:
+    """The record Snakemake writes when it starts the job of `output` (removed when the job ends).
+
+    Killing on it rather than on the job's log: the job is then still starting (interpreter, imports),
+    a window of seconds, where the log appears only a fraction of a second before a tiny stage ends."""
+    return workdir / ".snakemake" / "incomplete" / urlsafe_b64encode(output.encode()).decode()
 
 
 def snakemake_cmd(*args):
@@ -73,15 +82,14 @@ def test_kill_9_of_a_training_job_then_rerun_incomplete_gives_the_same_numbers(r
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
-        while not (tmp_path / STAGE2_LOG).exists():  # stage 2 has started: stage 1 is done
+        while not started_marker(tmp_path, STAGE2).exists():  # stage 2 has started: stage 1 is done
             assert proc.poll() is None, "snakemake ended before stage 2 started"
             assert time.monotonic() < deadline, "stage 2 did not start"
             time.sleep(0.05)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # snakemake and every job it started
         proc.wait()
-    stage2 = tmp_path / "results/runs/digits/raw/linear_scaling/default/seed0/stage2.json"
-    assert not stage2.exists(), "the killed job had already finished: nothing was interrupted"
+    assert not (tmp_path / STAGE2).exists(), "the killed job had already finished: nothing was interrupted"
     assert (tmp_path / "results/runs/digits/raw/linear_scaling/default/seed0/stage1.json").exists()
 
     # the killed process left its lock behind: release it, as the error message says, then resume
