@@ -38,12 +38,7 @@ localrules:
 
 rule table_hpo_comparison:
     input:
-        results=[
-            f
-            for dataset, extractor in STUDIES
-            for f in method_results("linear_scaling", dataset, extractor)
-        ]
-        + baseline_results(),
+        results=study_results(),
         references=nonprivate_results(),
     output:
         md=layout.table("hpo_comparison", "md"),

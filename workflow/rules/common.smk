@@ -128,13 +128,19 @@ def baseline_results():
     ]
 
 
-def study_results():
-    """Every result.json of the study: the linear scaling rule and the baselines."""
+def rule_results():
+    """Every result.json of the linear scaling rule: the paper's and each safeguarded variant's."""
     return [
         f
         for dataset, extractor in STUDIES
-        for f in method_results("linear_scaling", dataset, extractor)
-    ] + baseline_results()
+        for variant in study_config.rule_variants(config)
+        for f in method_results("linear_scaling", dataset, extractor, variant)
+    ]
+
+
+def study_results():
+    """Every result.json of the study: the linear scaling rule and the baselines."""
+    return rule_results() + baseline_results()
 
 
 def released_models():

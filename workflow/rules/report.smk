@@ -8,11 +8,7 @@ localrules:
 
 rule table_linear_scaling:
     input:
-        results=[
-            f
-            for dataset, extractor in STUDIES
-            for f in method_results("linear_scaling", dataset, extractor)
-        ],
+        results=rule_results(),
         references=nonprivate_results(),
     output:
         md=layout.table("linear_scaling", "md"),

@@ -57,6 +57,7 @@ def run_stage(
     delta = acc.delta
     check_budgets(lsc, selection, targets, delta)
     _check_accounting(lsc, acc)
+    space = lsc.space(space)
     prev_pick = {s["key"]: s["selected_r"] for s in previous["searches"]} if previous else {}
     searches: dict[str, dict] = {}
     for target in targets:
@@ -160,6 +161,7 @@ def run_final(
     acc = trainer.accountant
     delta = acc.delta
     _check_accounting(lsc, acc)
+    space = lsc.space(space)
     by_key = [{s["key"]: s for s in st["searches"]} for st in stages]
     plans = []
     for target in targets:
@@ -178,7 +180,8 @@ def run_final(
         x_f = eps_f if lsc.fit_in == "eps" else mu_f
         r_extrapolated = float(np.polyval(coeffs, x_f))
         r_guarded = max(r_extrapolated, max(rs)) if lsc.monotone else r_extrapolated
-        r_star = space.clamp_r(r_guarded)
+        r_bounded = lsc.bound_r(r_guarded, rs)
+        r_star = space.clamp_r(r_bounded)
         dec = space.decompose(r_star)
         plans.append(
             {
@@ -200,7 +203,8 @@ def run_final(
                     "guard_applied": r_guarded != r_extrapolated,
                     "r_clamped": r_star,
                     "clamped": not math.isclose(r_star, r_extrapolated),
-                },
+                }
+                | ({"safeguard_bound": r_bounded, "bounded": r_bounded != r_guarded} if lsc.safeguard else {}),
                 "searches": searches,
             }
         )
@@ -238,7 +242,7 @@ def run_final(
                 selection=selection.describe(),
                 trials=[t | {"stage": k + 1} for k, s in enumerate(p["searches"]) for t in s["trials"]],
                 search={
-                    "config": lsc.__dict__ | {"stage_eps": list(lsc.stage_eps)},
+                    "config": lsc.describe(),
                     "stage_budgets_eps": [s["eps"] for s in p["searches"]],
                     "selected_r": [s["selected_r"] for s in p["searches"]],
                     "fit": p["fit"],

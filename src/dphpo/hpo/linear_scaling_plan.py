@@ -5,12 +5,46 @@ its settings, the search each target needs and the budget check that runs before
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
+
+DECOMPOSE_POLICIES = ("min_steps", "max_steps")
+
+
+@dataclass(frozen=True)
+class Safeguard:
+    """Guards of the safeguarded rule (`linear_scaling.safeguard`; docs/methods.md, "The safeguarded
+    rule"). Both are post-processing of released picks or data-independent choices: no privacy cost.
+    Off (None) leaves the paper's rule exact."""
+
+    # r -> (eta, T) of every stage trial and of the final run; overrides search_space.decompose_policy.
+    # max_steps: at a fixed r and budget, more steps average the noise over more updates
+    decompose: str | None = None
+    # the final r is at most this multiple of the largest stage pick: a line through two noisy picks
+    # made at a tenth of the budget must not send the release far beyond anything it measured
+    max_extrapolation: float | None = None
+
+    def __post_init__(self) -> None:
+        key = "linear_scaling.safeguard"
+        if self.decompose is not None and self.decompose not in DECOMPOSE_POLICIES:
+            raise ConfigError(f"{key}.decompose: expected one of {', '.join(DECOMPOSE_POLICIES)}, got {self.decompose!r}")
+        if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
+            raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> Safeguard | None:
+        if not cfg:
+            return None
+        cap = cfg.get("max_extrapolation")
+        return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap))
+
+    def to_dict(self) -> dict:
+        return {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
 
 
 @dataclass(frozen=True)
@@ -26,6 +60,7 @@ class LinearScalingConfig:
     # picks can slope downwards and extrapolate below every observed r (down to r_min); the guard
     # takes max(extrapolation, largest stage pick) instead. Post-processing: no privacy cost.
     monotone: bool = True
+    safeguard: Safeguard | None = None  # None: the paper's rule, exact
 
     def __post_init__(self) -> None:
         key = "linear_scaling"
@@ -58,7 +93,25 @@ class LinearScalingConfig:
             later_stage_range=cfg.get("later_stage_range", "above_previous"),
             later_stage_cap=float(cfg.get("later_stage_cap", 0.2)),
             monotone=bool(cfg.get("monotone", True)),
+            safeguard=Safeguard.from_config(cfg.get("safeguard")),
         )
+
+    def describe(self) -> dict:
+        """The settings as a result records them (the paper's rule: without a safeguard key)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "safeguard"} | {"stage_eps": list(self.stage_eps)}
+        return out | ({"safeguard": self.safeguard.to_dict()} if self.safeguard else {})
+
+    def space(self, space: SearchSpace) -> SearchSpace:
+        """The search space the rule decomposes r on: the safeguard's decomposition, if it names one."""
+        if self.safeguard is None or self.safeguard.decompose is None:
+            return space
+        return replace(space, decompose_policy=self.safeguard.decompose)
+
+    def bound_r(self, r: float, picks: Sequence[float]) -> float:
+        """The safeguard's bound on the extrapolated r (before the search-space clamp)."""
+        if self.safeguard is None or self.safeguard.max_extrapolation is None:
+            return r
+        return min(r, self.safeguard.max_extrapolation * max(picks))
 
     @property
     def n_stages(self) -> int:

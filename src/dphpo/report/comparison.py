@@ -27,6 +27,7 @@ from dphpo.report.tables import (
     html_page,
     load_results,
     mean_std,
+    method_id,
     pct,
     private_design_keys,
     selection_noise_notes,
@@ -39,6 +40,7 @@ OURS = "linear_scaling"
 #: Display order and names; methods not listed follow in alphabetical order under their own name.
 LABELS = {
     "linear_scaling": "linear scaling rule (ours)",
+    "linear_scaling:safeguarded": "linear scaling rule, safeguarded (ours)",
     "random_search": "random search (1 run, full budget)",
     "random_search_k": "random search, k runs composed",
     "grid_oracle": "grid search ORACLE (non-private HPO)",
@@ -91,6 +93,12 @@ def rerr(method_acc: float, random_acc: float | None, oracle_acc: float | None) 
     return (method_acc - random_acc) / (oracle_acc - random_acc)
 
 
+def method_label(method: str) -> str:
+    """The display name of a method id; a variant not in LABELS is named after its base method."""
+    base, _, variant = method.partition(":")
+    return LABELS.get(method) or (f"{LABELS.get(base, base)} [{variant}]" if variant else method)
+
+
 def _method_order(method: str) -> tuple[int, str]:
     names = list(LABELS)
     return (names.index(method), method) if method in names else (len(names), method)
@@ -101,7 +109,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in results:
         prov = r["provenance"]
-        groups[(prov["dataset"], prov["extractor"], as_float(r["target"]["eps"]), r["method"])].append(r)
+        groups[(prov["dataset"], prov["extractor"], as_float(r["target"]["eps"]), method_id(r))].append(r)
     means = {key: mean_std([r["test_accuracy"] for r in runs])[0] for key, runs in groups.items()}
     rows = []
     for (dataset, extractor, target, method), runs in sorted(groups.items(), key=lambda kv: (*kv[0][:3], _method_order(kv[0][3]))):
@@ -118,7 +126,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
                 "dataset": dataset,
                 "extractor": extractor,
                 "target ε": target,
-                "method": LABELS.get(method, method),
+                "method": method_label(method),
                 "private HPO": "yes" if private_hpo else "NO (oracle)" if method == ORACLE else "NO",
                 "seeds": len(runs),
                 "test accuracy (%)": pct(mean, std),
@@ -218,7 +226,7 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
             line = sorted((r for r in sub if r["method_id"] == method), key=lambda r: r["target ε"])
             # a method keeps its colour in every panel
             color = f"C{_method_order(method)[0] % 10}"
-            style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2, "color": color} if method == OURS else {"color": color}
+            style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2, "color": color} if method.startswith(OURS) else {"color": color}
             ax.errorbar(
                 [r["target ε"] for r in line],
                 [100 * r["accuracy_mean"] for r in line],
@@ -226,7 +234,7 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
                 marker="o",
                 ms=3.5,
                 capsize=2,
-                label=LABELS.get(method, method),
+                label=method_label(method),
                 **style,
             )
         if (dataset, extractor) in ref_acc:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 from dphpo.report.tables import (
+    DEFAULT_VARIANT,
     Table,
     apply_design_notes,
     as_float,
@@ -22,7 +23,11 @@ from dphpo.report.tables import (
     mean_std,
     pct,
     selection_noise_notes,
+    variant_of,
 )
+
+#: the rule of the main study's rows (variants' rows show the variant's name)
+PAPER_RULE = "Panda et al."
 
 #: ε of one seed's run, everything composed; ∞ when the selection was not private
 TOTAL_EPS = "total ε (incl. search) per run"
@@ -33,15 +38,22 @@ def is_private(record: Mapping) -> bool:
     return bool(record.get("selection", {}).get("private", True)) and bool(record.get("private", True))
 
 
+def rule_name(variant: str) -> str:
+    """The rule a variant's rows show: the paper's for the main study, else the variant's name."""
+    return PAPER_RULE if variant == DEFAULT_VARIANT else variant
+
+
 def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]:
-    """One row per (dataset, extractor, target ε): mean ± std over seeds, total ε per run, gap."""
+    """One row per (dataset, extractor, rule, target ε): mean ± std over seeds, total ε per run, gap.
+    The rule is the paper's (the main study) or a variant's (e.g. `safeguarded`), the paper's first."""
     ref_acc = {(r["provenance"]["dataset"], r["provenance"]["extractor"]): r["test_accuracy"] for r in references}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in results:
         prov = r["provenance"]
-        groups[(prov["dataset"], prov["extractor"], as_float(r["target"]["eps"]))].append(r)
+        variant = variant_of(r)
+        groups[(prov["dataset"], prov["extractor"], variant != DEFAULT_VARIANT, variant, as_float(r["target"]["eps"]))].append(r)
     rows = []
-    for (dataset, extractor, target), runs in sorted(groups.items()):
+    for (dataset, extractor, _, variant, target), runs in sorted(groups.items()):
         mean, std = mean_std([r["test_accuracy"] for r in runs])
         ref = ref_acc.get((dataset, extractor))
         private = all(is_private(r) for r in runs)
@@ -49,6 +61,7 @@ def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]
             {
                 "dataset": dataset,
                 "extractor": extractor,
+                "rule": rule_name(variant),
                 "target ε": target,
                 TOTAL_EPS: max(as_float(r["total_eps"]) for r in runs) if private else math.inf,
                 "δ": runs[0]["total_delta"],
@@ -70,6 +83,7 @@ def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]
 COLUMNS = [
     "dataset",
     "extractor",
+    "rule",
     "target ε",
     TOTAL_EPS,
     "δ",
@@ -79,6 +93,18 @@ COLUMNS = [
     "gap (points)",
     "selection",
 ]
+
+
+def safeguard_notes(results: Sequence[dict]) -> list[str]:
+    """One note per safeguarded rule in the table: its guards, and that they cost no privacy."""
+    guards = {variant_of(r): r["search"]["config"]["safeguard"] for r in results if r.get("search", {}).get("config", {}).get("safeguard")}
+    return [
+        f"rule '{variant}' (linear_scaling.safeguard): r -> (η, T) with the {g.get('decompose') or 'search space'}'s policy"
+        + (f", final r at most {g['max_extrapolation']:g} × the largest stage pick" if g.get("max_extrapolation") else "")
+        + "; post-processing of the released picks: the same stages and ledger entries, no extra privacy cost "
+        "(docs/methods.md, 'The safeguarded rule')"
+        for variant, g in sorted(guards.items())
+    ]
 
 
 def build_table(rows: list[dict], results: Sequence[dict], config: Mapping | None = None) -> Table:
@@ -96,6 +122,7 @@ def build_table(rows: list[dict], results: Sequence[dict], config: Mapping | Non
         f"({search.get('budget_mode')} of the target), degree-{search.get('degree')} fit in {search.get('fit_in')}",
         "non-private: σ = 0, best grid point chosen on TEST data (a ceiling, not a DP result); gap = non-private − mean",
     ]
+    notes += safeguard_notes(results)
     notes += selection_noise_notes(results)
     if any(not r["_private"] for r in rows):
         notes.append(
@@ -112,8 +139,13 @@ def plot(rows: list[dict], path: str | Path) -> None:
     for ax, (dataset, extractor) in zip(axes, studies):
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         eps = [r["target ε"] for r in sub]
-        label = "linear scaling (DP, search accounted)" if all(r.get("_private", True) for r in sub) else "linear scaling (NON-PRIVATE selection)"
-        ax.errorbar(eps, [100 * r["_mean"] for r in sub], yerr=[100 * r["_std"] for r in sub], marker="o", capsize=3, label=label)
+        for rule in dict.fromkeys(r["rule"] for r in sub):  # the paper's rule first
+            line = [r for r in sub if r["rule"] == rule]
+            private = all(r.get("_private", True) for r in line)
+            label = "linear scaling (DP, search accounted)" if private else "linear scaling (NON-PRIVATE selection)"
+            label += "" if rule == PAPER_RULE else f", {rule}"
+            ax.errorbar([r["target ε"] for r in line], [100 * r["_mean"] for r in line], yerr=[100 * r["_std"] for r in line],
+                        marker="o", capsize=3, label=label)
         if sub[0]["_ref"] is not None:
             ax.axhline(100 * sub[0]["_ref"], ls="--", color="k", lw=1, label="non-private (ε = ∞)")
         eps_axis(ax, eps, "target ε = total ε of each run (search included)")

@@ -170,6 +170,20 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
     return [read_json(p) for p in paths]
 
 
+DEFAULT_VARIANT = "default"
+
+
+def variant_of(record: Mapping) -> str:
+    """The variant a result was computed under (`variants.<name>`; "default" for the main study)."""
+    return (record.get("provenance") or {}).get("variant", DEFAULT_VARIANT)
+
+
+def method_id(record: Mapping) -> str:
+    """A result's method, its variant appended when not the main study's (`linear_scaling:safeguarded`)."""
+    variant = variant_of(record)
+    return record["method"] if variant == DEFAULT_VARIANT else f"{record['method']}:{variant}"
+
+
 def selection_label(sel: dict) -> str:
     rule = sel.get("rule", "?")
     return f"{rule} ({'accounted' if sel.get('private', True) else 'non-private'})"

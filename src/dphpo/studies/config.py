@@ -130,6 +130,15 @@ def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def rule_variants(config: dict) -> list[str]:
+    """The main study and every variant that safeguards its rule (`variants.<name>.linear_scaling.safeguard`):
+    the rules `all` runs and the linear scaling and comparison tables show side by side."""
+    safeguarded = [
+        name for name, overrides in (config.get("variants") or {}).items() if ((overrides or {}).get("linear_scaling") or {}).get("safeguard")
+    ]
+    return [DEFAULT_VARIANT, *safeguarded]
+
+
 def changed_settings(path: str | Path, config: dict) -> list[str]:
     """The run-settings keys whose values differ between what `path` (a stage or result file) was
     computed with and what `config` asks for; [] when they agree. Raises OutputFileError for a file

@@ -1,0 +1,97 @@
+"""The safeguarded linear scaling rule (`linear_scaling.safeguard`): its guards act, cost nothing,
+and leave the paper's rule exact when off."""
+
+import math
+
+import pytest
+
+from dphpo.errors import ConfigError
+from dphpo.hpo import linear_scaling as ls
+from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
+from dphpo.hpo.linear_scaling_plan import Safeguard
+from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
+from dphpo.report import comparison
+from dphpo.report import linear_scaling as ls_table
+from dphpo.studies import config as study_config
+
+from conftest import noise_scope
+
+SPACE = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))
+SELECTION = SelectionRule(noise_std=50.0)
+TARGETS = [1.0, 4.0]
+
+
+def run(features, safeguard: Safeguard | None, seed: int = 0):
+    lsc = ls.LinearScalingConfig(safeguard=safeguard)
+    return ls.run(LinearHeadTrainer(features, TrainSettings()), lsc, SPACE, SELECTION, TARGETS, noise=noise_scope(seed))
+
+
+def test_max_steps_decomposes_every_stage_trial_and_the_final_run_with_the_most_steps(digits_features):
+    for res in run(digits_features, Safeguard(decompose="max_steps")):
+        for t in res.trials + [res.released]:
+            fitting = [s for s in SPACE.steps if t["r_requested"] / s >= SPACE.eta_min]
+            assert t["steps"] == (fitting[-1] if fitting else SPACE.steps[0])
+        assert res.search["config"]["safeguard"] == {"decompose": "max_steps", "max_extrapolation": None}
+
+
+def test_the_bound_keeps_the_final_r_within_a_multiple_of_the_largest_stage_pick(digits_features):
+    unbounded = run(digits_features, None, seed=2)
+    bounded = run(digits_features, Safeguard(max_extrapolation=1.0), seed=2)
+    assert any(r.search["fit"]["r_clamped"] > max(r.search["selected_r"]) * (1 + 1e-9) for r in unbounded), "nothing to bound"
+    for res in bounded:
+        assert res.released["r_requested"] <= max(res.search["selected_r"]) * (1 + 1e-9)
+        assert "safeguard_bound" in res.search["fit"]
+
+
+def test_the_guards_are_post_processing_the_same_stages_and_the_same_privacy(digits_features):
+    # the bound alone changes only what is done with the released picks: same trials, same ledger
+    paper, guarded = run(digits_features, None, seed=2), run(digits_features, Safeguard(max_extrapolation=1.0), seed=2)
+    for a, b in zip(paper, guarded, strict=True):
+        assert a.trials == b.trials
+        assert [e.what for e in a.ledger.entries] == [e.what for e in b.ledger.entries]
+        assert [e.mu_total for e in a.ledger.entries[:-1]] == [e.mu_total for e in b.ledger.entries[:-1]]
+        assert a.total["eps"] == pytest.approx(b.total["eps"], rel=1e-9) and b.total["eps"] <= b.target_eps
+    for res in run(digits_features, Safeguard(decompose="max_steps", max_extrapolation=2.0)):
+        assert res.total["eps"] <= res.target_eps * (1 + 1e-12)
+        assert math.isclose(res.total["eps"], res.target_eps, rel_tol=1e-6)
+
+
+def test_off_records_exactly_what_the_paper_rule_recorded(digits_features):
+    (res, _) = run(digits_features, None)
+    assert "safeguard" not in res.search["config"]
+    assert "safeguard_bound" not in res.search["fit"]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [({"decompose": "most"}, "linear_scaling.safeguard.decompose"), ({"max_extrapolation": 0.5}, "linear_scaling.safeguard.max_extrapolation")],
+)
+def test_bad_safeguard_settings_name_their_key(cfg, key):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        ls.LinearScalingConfig.from_config({"safeguard": cfg})
+
+
+def test_safeguarded_variants_are_run_and_tabled_beside_the_paper_rule():
+    config = {"variants": {"safeguarded": {"linear_scaling": {"safeguard": {"decompose": "max_steps"}}}, "bias": {"training": {"bias": True}}}}
+    assert study_config.rule_variants(config) == ["default", "safeguarded"]
+
+    def record(variant, acc):
+        return {
+            "method": "linear_scaling",
+            "provenance": {"dataset": "d", "extractor": "e", "variant": variant},
+            "target": {"eps": 1.0},
+            "test_accuracy": acc,
+            "total_eps": 1.0,
+            "total_delta": 1e-5,
+            "selection": {"rule": "noisy_train_accuracy", "private": True},
+            "privacy": {"total": {"accountant": "gdp"}},
+            "search": {"config": {"safeguard": {"decompose": "max_steps", "max_extrapolation": 2.0}} if variant != "default" else {}},
+        }
+
+    results = [record("default", 0.5), record("safeguarded", 0.9)]
+    rows = ls_table.summarize(results, [])
+    assert [(r["rule"], r["_mean"]) for r in rows] == [(ls_table.PAPER_RULE, 0.5), ("safeguarded", 0.9)]
+    assert any("'safeguarded'" in n and "2 × the largest stage pick" in n for n in ls_table.safeguard_notes(results))
+    methods = {r["method_id"]: r["method"] for r in comparison.summarize(results)}
+    assert methods == {"linear_scaling": "linear scaling rule (ours)", "linear_scaling:safeguarded": "linear scaling rule, safeguarded (ours)"}
