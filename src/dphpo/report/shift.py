@@ -74,10 +74,7 @@ def evaluate(config: dict, method_jobs: Iterable[Sequence[str]] | None = None) -
         if metric not in METRICS:
             raise ConfigError(f"paper.table5 ({rp.key['train → test']}).metric: one of {', '.join(METRICS)}, got {metric!r}")
         groups = test_groups(config, rp.key["_test"], keep) if metric == "worst_group" else None
-
-        def ood(path: str) -> float:
-            return score(np.load(path)["weights"], x, y, metric, groups, exclude)
-
+        test = (x, y, metric, groups, exclude)
         row = {
             "train": rp.key["_train"],
             "test": rp.key["_test"],
@@ -87,9 +84,9 @@ def evaluate(config: dict, method_jobs: Iterable[Sequence[str]] | None = None) -
             "n_test": int(len(y)),
             "metric": metric,
             "models": list(models.files) if models else [],
-            "accuracy": [ood(m) for m in models.files] if models else [],
+            "accuracy": [score(np.load(m)["weights"], *test) for m in models.files] if models else [],
             "reference_model": ref_model.files[0] if ref_model else None,
-            "reference_accuracy": ood(ref_model.files[0]) if ref_model else None,
+            "reference_accuracy": score(np.load(ref_model.files[0])["weights"], *test) if ref_model else None,
         }
         rows.append(row)
     return {
