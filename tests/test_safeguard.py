@@ -95,3 +95,21 @@ def test_safeguarded_variants_are_run_and_tabled_beside_the_paper_rule():
     assert any("'safeguarded'" in n and "2 × the largest stage pick" in n for n in ls_table.safeguard_notes(results))
     methods = {r["method_id"]: r["method"] for r in comparison.summarize(results)}
     assert methods == {"linear_scaling": "linear scaling rule (ours)", "linear_scaling:safeguarded": "linear scaling rule, safeguarded (ours)"}
+
+
+def test_the_safeguarded_method_draws_its_own_noise_and_names_itself(digits_features):
+    config = {
+        "privacy": {"target_eps": TARGETS},
+        "search_space": {"eta": {"min": 0.01, "max": 2.0, "num": 5}, "steps": [5, 10, 20, 40]},
+        "selection": {"rule": "noisy_train_accuracy", "noise_std": 50.0},
+        "linear_scaling": {},
+    }
+    trainer = LinearHeadTrainer(digits_features, TrainSettings())
+    paper = ls.run_from_config(trainer, config, noise_scope(0))
+    safe = ls.run_safeguarded_from_config(trainer, config, noise_scope(0))
+    assert {r.method for r in safe} == {ls.SAFEGUARDED}
+    assert safe[0].search["config"]["safeguard"] == Safeguard.from_config(True).to_dict()
+    # published beside the paper rule's release, it shares none of its draws (trial r's, noise seeds)
+    assert [t["r_requested"] for t in paper[0].trials] != [t["r_requested"] for t in safe[0].trials]
+    with pytest.raises(ValueError, match="rule"):
+        noise_scope(0).extend(rule="a").extend(rule="b")

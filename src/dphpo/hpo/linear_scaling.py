@@ -20,6 +20,7 @@ the Gaussian that fills what is left (`gaussian_eps`), known before its T is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -35,6 +36,8 @@ from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "linear_scaling"
+#: the rule with `linear_scaling.safeguard` (the config's, else the recommended one), as its own method
+SAFEGUARDED = "linear_scaling_safeguarded"
 
 
 def run_stage(
@@ -282,3 +285,12 @@ def run_from_config(trainer: PrivateTrainer, config: dict, noise: NoiseScope, pr
         noise,
         progress,
     )
+
+
+def run_safeguarded_from_config(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
+    """The safeguarded rule as a method of its own (language studies list it beside `linear_scaling`):
+    the config's `linear_scaling.safeguard`, else the recommended guards; noise of its own scope."""
+    section = dict(config.get("linear_scaling") or {})
+    section["safeguard"] = section.get("safeguard") or True
+    results = run_from_config(trainer, config | {"linear_scaling": section}, noise.extend(rule="safeguarded"), progress)
+    return [dataclasses.replace(r, method=SAFEGUARDED) for r in results]

@@ -37,7 +37,10 @@ class Safeguard:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
     @classmethod
-    def from_config(cls, cfg: dict | None) -> Safeguard | None:
+    def from_config(cls, cfg: dict | bool | None) -> Safeguard | None:
+        """`true`: the recommended guards (RECOMMENDED_SAFEGUARD); a mapping: these guards; else None."""
+        if cfg is True:
+            return RECOMMENDED_SAFEGUARD
         if not cfg:
             return None
         cap = cfg.get("max_extrapolation")
@@ -45,6 +48,11 @@ class Safeguard:
 
     def to_dict(self) -> dict:
         return {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
+
+
+#: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
+#: public data only (experiments/safeguard_constants.py on synthetic_shapes; docs/methods.md).
+RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ class _Lazy:
 _HPO = "dphpo.hpo."
 METHODS: dict[str, MethodFn] = {
     "linear_scaling": _Lazy(_HPO + "linear_scaling", "run_from_config"),  # the workflow runs it stage by stage
+    # feature studies run it stage by stage as the variant `safeguarded`; language studies as a method
+    "linear_scaling_safeguarded": _Lazy(_HPO + "linear_scaling", "run_safeguarded_from_config"),
     "random_search": _Lazy(_HPO + "random_search", "run"),
     "random_search_k": _Lazy(_HPO + "random_search", "run_k", "check"),
     "grid_oracle": _Lazy(_HPO + "grid_search", "run_oracle"),
@@ -77,6 +79,7 @@ _ANY = ACCOUNTANTS
 #: trainers run them too. oso_dpsgd_cnn accounts its Poisson-minibatch CNN runs by PRV itself.
 SUPPORTED: dict[str, Supports] = {
     "linear_scaling": Supports(("linear_head", "finetune", "dpzo"), _ANY),
+    "linear_scaling_safeguarded": Supports(("finetune", "dpzo"), _ANY),
     "random_search": Supports(("linear_head", "finetune", "dpzo"), _ANY),
     "random_search_k": Supports(("linear_head",), ("gdp",)),
     "grid_oracle": Supports(("linear_head", "finetune", "dpzo"), _ANY),
@@ -113,8 +116,9 @@ def methods_for(trainer: str, accountant: str | None = None) -> tuple[str, ...]:
     )
 
 
-#: Methods run by the generic workflow rule (everything but the staged linear scaling rule).
-BASELINES: tuple[str, ...] = tuple(m for m in METHODS if m != "linear_scaling")
+#: Methods run by the generic workflow rule (everything but the staged linear scaling rule and its
+#: safeguarded form, which feature studies run staged as a variant).
+BASELINES: tuple[str, ...] = tuple(m for m in METHODS if not m.startswith("linear_scaling"))
 #: Baselines that need raw images instead of features; they run on their own studies (opt-in).
 IMAGE_METHODS: tuple[str, ...] = ("oso_dpsgd_cnn",)
 #: Baselines on the linear head over cached features: run on every study of the config.

@@ -97,6 +97,14 @@ class NoiseScope:
     def label(self, name: str, default: object = None) -> object:
         return dict(self.labels).get(name, default)
 
+    def extend(self, **labels: object) -> NoiseScope:
+        """A scope of its own inside this one: a method run beside another on the same study (the
+        safeguarded rule beside the paper's) never shares a draw with it."""
+        clash = sorted(set(labels) & {k for k, _ in self.labels})
+        if clash:
+            raise ValueError(f"noise scope already has the label(s) {', '.join(clash)}")
+        return self.key.scope(**dict(self.labels), **labels)
+
     @property
     def study_seed(self) -> int:
         return int(self.label("seed", 0))

@@ -24,6 +24,7 @@ from dphpo.studies import config as study_config
 FIGURE4 = "figure4_language_pareto"  # its name in dphpo.layout.FIGURE
 TABLES = ("table6", "table7", "table8", "table9", "table17", "table18", "table19", "table20")
 LS, RANDOM, GRID, NONPRIVATE = "linear_scaling", "random_search", "grid_oracle", "nonprivate"
+LS_SAFE = "linear_scaling_safeguarded"  # optional: rows only for studies that list it
 TITLES = {
     "table6": "Table 6: linear scaling for sequence classification, fine-tuning (r = eta x T)",
     "table7": "Table 7: linear scaling when fine-tuning all layers of a causal LM (perplexity)",
@@ -36,6 +37,7 @@ TITLES = {
 }
 METHOD_LABELS = {
     LS: "Ours (linear scaling)",
+    LS_SAFE: "Ours, safeguarded (linear scaling, linear_scaling.safeguard)",
     RANDOM: "Random search (one run, full budget)",
     GRID: "Grid search (oracle: best on TEST, search NOT accounted)",
     NONPRIVATE: "Non-private (eps = inf, best on TEST)",
@@ -91,6 +93,17 @@ def _spec(config: dict, study: str) -> dict | None:
 
 def _methods(spec: dict) -> list[str]:
     return list(spec.get("methods", [])) + ([NONPRIVATE] if spec.get("nonprivate", True) else [])
+
+
+def _row_methods(config: dict, study: str, order: tuple[str, ...]) -> list[str]:
+    """`order`, with the safeguarded rule after the paper's where the study runs it."""
+    spec = _spec(config, study) or {}
+    out = []
+    for method in order:
+        out.append(method)
+        if method == LS and LS_SAFE in spec.get("methods", []):
+            out.append(LS_SAFE)
+    return out
 
 
 def inputs(config: dict, name: str) -> list[str]:
@@ -173,7 +186,7 @@ def build_table6(config: dict, rd: Reader) -> Table:
     for study in _studies_of(config, "table6"):
         ref = SEED000_TABLE6.get(_paper_ref(config, study) or "", {})
         for eps in rd.targets(study):
-            for method in (LS, RANDOM, GRID):
+            for method in _row_methods(config, study, (LS, RANDOM, GRID)):
                 s = summary(rd.at(study, method, eps), 100.0)
                 if not s:
                     continue
@@ -193,7 +206,7 @@ def build_lm_rows(config: dict, rd: Reader, studies: list[str], paper: dict) -> 
     for study in studies:
         ref = paper.get(_paper_ref(config, study) or "", {})
         for eps in rd.targets(study):
-            for method in (LS, GRID, RANDOM):
+            for method in _row_methods(config, study, (LS, GRID, RANDOM)):
                 s = summary(rd.at(study, method, eps), 1.0)
                 if not s:
                     continue
@@ -233,7 +246,7 @@ def build_table9(config: dict, rd: Reader) -> Table:
     cols = ["study", "method", "target ε", "mean accuracy (std) (%)", "total ε (incl. search)", "HPO cost", "Panda et al. (std)"]
     rows = []
     for study in _studies_of(config, "table9"):
-        for method in (RANDOM, LS, GRID):
+        for method in _row_methods(config, study, (RANDOM, LS, GRID)):
             s = summary(rd.at(study, method, eps), 100.0)
             if s:
                 p = SEED000_TABLE9.get(method)

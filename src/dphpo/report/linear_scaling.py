@@ -129,7 +129,9 @@ def build_table(rows: list[dict], results: Sequence[dict], config: Mapping | Non
             "WARNING: rows marked NOT private selected their trials by a NON-PRIVATE rule: the search is not "
             "accounted, so their total ε is ∞ (the ε of the final run alone is no guarantee for the result)"
         )
-    return apply_design_notes(Table(columns=list(COLUMNS), rows=rows, caption=caption, notes=notes), config)
+    # the rule column only where a safeguarded rule stands beside the paper's
+    columns = [c for c in COLUMNS if c != "rule" or any(r["rule"] != PAPER_RULE for r in rows)]
+    return apply_design_notes(Table(columns=columns, rows=rows, caption=caption, notes=notes), config)
 
 
 def plot(rows: list[dict], path: str | Path) -> None:

@@ -41,7 +41,7 @@ VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretrainin
 VISION_TRAINERS = ("linear_head",)
 LANGUAGE_TRAINERS = ("finetune", "dpzo")
 LANGUAGE_TASKS = ("classification", "causal_lm")
-LANGUAGE_METHODS = ("linear_scaling", "random_search", "grid_oracle")  # the methods a language study may run
+LANGUAGE_METHODS = ("linear_scaling", "linear_scaling_safeguarded", "random_search", "grid_oracle")  # the methods a language study may run
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -349,7 +349,7 @@ def check_language_plan(config: dict, spec: dict) -> None:
     if isinstance(cfg["privacy"]["delta"], str):
         return  # δ = 1/(2N) and N is known only once the data is loaded; the job checks again before training
     search_space(cfg)
-    if "linear_scaling" in spec.get("methods", []):
+    if {"linear_scaling", "linear_scaling_safeguarded"} & set(spec.get("methods", [])):
         try:
             check_budgets(linear_scaling_config(cfg), selection_rule(cfg), target_eps(cfg), float(cfg["privacy"]["delta"]))
         except DPHPOError as err:
