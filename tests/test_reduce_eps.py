@@ -8,9 +8,15 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
-from dphpo.errors import InfeasibleBudgetError
+from dphpo.errors import ConfigError, InfeasibleBudgetError
+from dphpo.hpo import linear_scaling as ls
+from dphpo.hpo.common import LinearHeadTrainer, TrainSettings, release_record
+from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import MINIBATCH_RDP_ORDERS, make_accountant, sample_rate_for_remaining
 from dphpo.privacy.ledger import Ledger
+
+from conftest import noise_scope
 
 DELTA = 1e-5
 
@@ -64,3 +70,46 @@ def test_prv_sample_rate_meets_the_target():
     acc = make_accountant("prv", DELTA, sample_rate=q)
     assert acc.total_with(_spent(0.08), 20.0, 50) <= 0.7
     assert not math.isclose(q, 1.0)
+
+
+# -- the Table 14 runs: a linear scaling result's final run redone at a lower ε --------------------------
+
+
+@pytest.fixture(scope="module")
+def source_release(digits_features):
+
+    space = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))
+    trainer = LinearHeadTrainer(digits_features, TrainSettings())
+    (res,) = ls.run(trainer, ls.LinearScalingConfig(stage_eps=(0.1, 0.2)), space, SelectionRule(noise_std=50.0), [1.0], noise_scope(0))
+    return trainer, release_record(res, {})
+
+
+@pytest.mark.parametrize("how", ["noise", "subsample"])
+def test_reduced_run_charges_the_whole_search(source_release, how):
+
+    trainer, source = source_release
+    res = ls.reduce_final(trainer, source, 0.7, how, noise_scope(0))
+    whats = [e.what for e in res.ledger.entries]
+    assert whats[:-1] == [e["what"] for e in source["privacy"]["entries"][:-1]]  # the ε = 1 search, again
+    assert whats[-1] == "final run"
+    assert res.total["eps"] <= 0.7 * (1 + 1e-9)
+    assert res.total["eps"] == pytest.approx(0.7, rel=5e-3)
+    rel = source["released"]
+    assert (res.released["eta"], res.released["steps"]) == (rel["eta"], rel["steps"])
+    reduced = res.search["reduced"]
+    if how == "noise":
+        assert res.released["sigma"] > rel["sigma"] and res.released["batch_size"] is None
+    else:
+        assert res.released["sigma"] == rel["sigma"]
+        # q = B / N_pub: the declared public size, never the private one
+        assert reduced["batch_size"] == math.floor(reduced["sample_rate_bisected"] * trainer.n_public)
+        assert reduced["sample_rate"] == pytest.approx(reduced["batch_size"] / trainer.n_public)
+        assert res.total["accountant"] == "rdp"
+    assert 0.0 <= res.test_accuracy <= 1.0
+
+
+def test_reduce_refuses_an_unknown_way(source_release):
+
+    trainer, source = source_release
+    with pytest.raises(ConfigError, match="reduce_eps.how"):
+        ls.reduce_final(trainer, source, 0.7, "clip", noise_scope(0))
