@@ -47,11 +47,16 @@ EVALUATION = "results/evaluations/{name}.json"
 LOG = "results/logs/{job}.log"
 BENCHMARK = "results/benchmarks/{job}.tsv"
 
+# the method directory of rule linear_scaling_reduce (Panda et al. Table 14): a linear scaling result's
+# final run redone at a lower ε; its records say method linear_scaling, with search.reduced
+REDUCED_METHOD = "linear_scaling_reduced"
+
 # the jobs, named as in their LOG and BENCHMARK paths
 JOB_PRETRAIN = "pretrain_public/{name}"
 JOB_FEATURES = "extract_features/{dataset}/{extractor}"
 JOB_STAGE = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}"
 JOB_FINAL = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final"
+JOB_REDUCE = "linear_scaling_reduced/{dataset}/{extractor}/{variant}/seed{seed}/eps{eps}"  # Table 14
 JOB_NONPRIVATE = "nonprivate/{dataset}/{extractor}"
 JOB_METHOD = "{method}/{dataset}/{extractor}/{variant}/seed{seed}"  # rule run_method (baselines)
 JOB_TABLE = "tables/{table}"  # the study's own tables (linear_scaling, hpo_comparison)

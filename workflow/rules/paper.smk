@@ -36,6 +36,7 @@ PAPER_TABLE_LABELS = {
     },
     "table11": {"item": "Table 11", "reproduces": "device hours, wall-clock"},
     "table13": {"item": "Table 13", "reproduces": "marginal cost of the search"},
+    "table14": {"item": "Table 14", "reproduces": "lower ε: more noise vs subsampling"},
     "table15": {
         "item": "Table 15",
         "reproduces": "ablations of six design choices",

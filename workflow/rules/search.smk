@@ -75,3 +75,48 @@ rule nonprivate_reference:
         ),
     script:
         "../scripts/nonprivate_reference.py"
+
+
+# Panda et al. Table 14: a result's final run redone at a lower total ε (variants with `reduce_eps`):
+# more noise or Poisson subsampling, the source's whole search charged again. One job per ε.
+def reduce_source(wildcards):
+    spec = (
+        study_config.variant_config(config, wildcards.variant).get("reduce_eps") or {}
+    )
+    return layout.path(
+        layout.RESULT,
+        dataset=wildcards.dataset,
+        extractor=wildcards.extractor,
+        method="linear_scaling",
+        variant=spec.get("source_variant", "default"),
+        seed=wildcards.seed,
+        eps=layout.eps_label(spec.get("from_eps", 1)),
+    )
+
+
+rule linear_scaling_reduce:
+    input:
+        features=features_h5,
+        source=reduce_source,
+    output:
+        result=layout.partial(layout.RESULT, method=layout.REDUCED_METHOD),
+        model=layout.partial(layout.MODEL, method=layout.REDUCED_METHOD),
+        internal=layout.partial(layout.INTERNAL, method=layout.REDUCED_METHOD),
+    log:
+        layout.log(layout.JOB_REDUCE),
+    benchmark:
+        layout.benchmark(layout.JOB_REDUCE)
+    conda:
+        "../../envs/dphpo.yaml"
+    threads: config["threads"]["train"]
+    resources:
+        **rule_resources("linear_scaling_reduce", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study_config.run_settings_hash(
+            config, w.variant, w.extractor, w.dataset
+        ),
+        reduce_eps=lambda w: study_config.variant_config(config, w.variant).get(
+            "reduce_eps"
+        ),
+    script:
+        "../scripts/linear_scaling_reduce.py"

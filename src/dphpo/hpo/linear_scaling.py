@@ -31,6 +31,7 @@ from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, check_budgets, search_key
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.accountant import sample_rate_for_remaining
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
@@ -254,6 +255,84 @@ def run_final(
             )
         )
     return results
+
+
+REDUCTIONS = ("noise", "subsample")
+
+
+def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseScope, progress: bool = False) -> MethodResult:
+    """Panda et al. Table 14: the final run of a linear scaling result (`source`, its release record)
+    redone at a lower total ε `target`, the same search (every stage trial and selection, read from its
+    ledger) charged again. `how`:
+    - "noise": full batch, the same η and T, σ raised so the search plus this run is (target, δ)-DP;
+    - "subsample": the same η, T and σ, each step on a Poisson subsample of expected size B = q·N_pub
+      (N_pub: the declared public size, never the private one), q the largest rate whose amplified
+      accounting (`sample_rate_for_remaining`, under the trainer's accountant) meets the target.
+    `trainer`: the study's full-batch trainer (a linear head: `with_batch_size` gives the subsampled one).
+    """
+    if how not in REDUCTIONS:
+        raise ConfigError(f"reduce_eps.how: expected one of {', '.join(REDUCTIONS)}, got {how!r}")
+    if source.get("method") != METHOD:
+        raise ConfigError(f"reduce_eps: the source must be a {METHOD} result, got {source.get('method')!r}")
+    acc = trainer.accountant
+    if (acc.describe().get("sample_rate") or 1.0) < 1.0:
+        raise ConfigError("reduce_eps: the source study must train full batch (training.batch_size: null)")
+    delta = acc.delta
+    from_eps, source_delta = float(source["target"]["eps"]), float(source["target"]["delta"])
+    if source_delta != delta:
+        raise ConfigError(f"reduce_eps: the source result has delta={source_delta:g}, this config {delta:g}")
+    if not target < from_eps:
+        raise ConfigError(f"reduce_eps: the target eps={target:g} must lie below the source's eps={from_eps:g}")
+    entries = Ledger.from_dict(source["privacy"]).entries
+    search = Ledger([e for e in entries if e.what != "final run"])
+    if len(search.entries) != len(entries) - 1:
+        raise ValueError("reduce_eps: the source ledger must hold exactly one final run")
+    released = source["released"]
+    eta, steps, sigma_src = float(released["eta"]), int(released["steps"]), float(released["sigma"])
+    if how == "noise":
+        run_trainer, sigma = trainer, acc.sigma_for_remaining(search, target, steps)
+        q, batch_size = 1.0, None
+    else:
+        sigma = sigma_src
+        q = sample_rate_for_remaining(acc.name, delta, search, target, sigma, steps,
+                                      eps_error=float(acc.describe().get("eps_error") or 0.01))
+        batch_size = None if q >= 1.0 else max(1, math.floor(q * trainer.n_public))
+        run_trainer = trainer.with_batch_size(batch_size)
+    run_acc = run_trainer.accountant
+    outcome = run_trainer.run_trials([eta], [steps], [sigma], [noise.seed(METHOD, "reduce", how, f"{target:.10g}")],
+                                     progress=progress, desc=f"final run ({how})")
+    eps_alone = run_acc.standalone_eps(sigma, steps)
+    ledger = search.copy()
+    final = run_acc.entry("final run", sigma, steps, {"eta": eta, "steps": steps, "sigma": sigma, "standalone_eps": eps_alone})
+    ledger.append(final)
+    total = float(ledger.total(delta)["eps"])
+    if total > target * (1 + 1e-9):
+        raise ValueError(f"reduce_eps ({how}): total eps={total:.6g} exceeds the target {target:g}")
+    search_block = dict(source.get("search") or {})
+    search_block["reduced"] = {
+        "how": how,
+        "from_eps": from_eps,
+        "from_sigma": sigma_src,
+        "from_test_metric": source.get("test_metric", source.get("test_accuracy")),
+        "sample_rate_bisected": q,
+        "batch_size": batch_size,
+        "sample_rate": run_acc.describe().get("sample_rate"),
+        "accountant": run_acc.describe(),
+    }
+    return MethodResult(
+        method=METHOD,
+        target_eps=float(target),
+        delta=delta,
+        **released_model(run_trainer, outcome, 0),
+        **result_metrics(run_trainer, outcome, 0),
+        released={"eta": eta, "steps": steps, "r": eta * steps, "sigma": sigma, "mu": final.mu,
+                  "standalone_eps": eps_alone, "batch_size": batch_size},
+        ledger=ledger,
+        selection=dict(source.get("selection") or {}),
+        trials=list(source.get("trials") or []),
+        search=search_block,
+        notes=[f"Table 14: the eps={from_eps:g} result's final run redone at eps={target:g} by {how}"],
+    )
 
 
 def run(

@@ -397,6 +397,49 @@ def make_accountant(
     return GdpAccountant(delta, adjacency)
 
 
+def sample_rate_for_remaining(
+    accountant: str,
+    delta: float,
+    spent: Ledger,
+    total_eps: float,
+    sigma: float,
+    steps: int,
+    eps_error: float = 0.01,
+    rtol: float = 1e-3,
+    floor: float = 1e-6,
+) -> float:
+    """Largest Poisson sampling rate q ≤ 1 such that `spent` plus one run of `steps` steps at noise
+    multiplier σ, each step on a Poisson subsample of rate q, is (total_eps, δ)-DP, the run accounted as
+    `make_accountant(accountant, delta, sample_rate=q)` accounts it (amplification by subsampling).
+
+    Panda et al. Table 14, "subsampling": keep a run's σ and T, lower its ε by sampling. Bisection in
+    log q (the composed ε grows with q): the returned q meets the budget and lies within a factor
+    (1 + rtol) of the largest that does. q = 1 is the full-batch run (returned when it already fits).
+    Raises InfeasibleBudgetError-style ValueError when not even q = `floor` fits.
+    """
+    _check_remaining(spent, total_eps, delta)
+
+    def ok(q: float) -> bool:
+        acc = make_accountant(accountant, delta, sample_rate=None if q >= 1.0 else q, eps_error=eps_error)
+        return acc.total_with(spent, sigma, steps) <= total_eps
+
+    if ok(1.0):
+        return 1.0
+    lo, hi = float(floor), 1.0
+    if not ok(lo):
+        raise ValueError(
+            f"no sampling rate down to q={floor:g} brings sigma={sigma:g}, steps={steps} within eps={total_eps:g} "
+            f"after what is spent (eps={spent.total(delta)['eps']:.4g}): lower the target or raise sigma"
+        )
+    while hi / lo - 1.0 > rtol:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccountant:
     """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error} and
     training.batch_size (q = B/N, so minibatch configs need `n_train`)."""

@@ -304,6 +304,34 @@ def plan_table13(p: Paper) -> TablePlan:
     return TablePlan("table13", rows)
 
 
+# -- Table 14: lowering ε by more noise or by subsampling ------------------------------------------
+
+
+def plan_table14(p: Paper) -> TablePlan:
+    """The ε = paper.eps linear scaling result and, per variant with a `reduce_eps` block, its final run redone at
+    paper.table14.eps (rule linear_scaling_reduce, layout.REDUCED_METHOD), the search charged again."""
+    section = p.section.get("table14")
+    if not section:
+        need = "paper.table14: name the {dataset, extractor} study and the reduce_eps variants (Panda et al.: ImageNet)"
+        return TablePlan("table14", [RowPlan({"method to reduce ε": "–"}, {"run": Source(need=need)})], [need])
+    d, e, eps = section["dataset"], section["extractor"], float(section.get("eps", 0.7))
+    rows = []
+    for v in section["variants"]:
+        spec = (p.variants.get(v) or {}).get("reduce_eps") or {}
+        from_eps = float(spec.get("from_eps", 1))
+        source = p.source(LS, d, e, spec.get("source_variant", DEFAULT), from_eps)
+        run = Source(need=p.variant_need(v) or (None if spec else f"variants.{v}.reduce_eps: define {{how, from_eps}}"))
+        if run.ok and source.ok:
+            run = Source([layout.path(layout.RESULT, dataset=d, extractor=e, method=layout.REDUCED_METHOD, variant=v, seed=s, eps=eps)
+                          for s in p.seeds])
+        elif run.ok:
+            run = Source(need=source.need)
+        key = {"method to reduce ε": {"noise": "Increasing noise", "subsample": "Subsampling"}.get(spec.get("how"), v),
+               "variant": v, "dataset": d, "extractor": e, "_eps": eps, "_from_eps": from_eps}
+        rows.append(RowPlan(key, {"source": source, "run": run}))
+    return TablePlan("table14", rows)
+
+
 def plan_table15(p: Paper) -> TablePlan:
     section = p.section.get("table15")
     specs = (section or {}).get("rows") or TABLE15_ROWS
@@ -365,6 +393,7 @@ PLANS: dict[str, Callable[[Paper], TablePlan]] = {
     "table10": plan_table10,
     "table11": plan_table11,
     "table13": plan_table13,
+    "table14": plan_table14,
     "table15": plan_table15,
     "table16": plan_table16,
     "dp_continual": plan_dp_continual,

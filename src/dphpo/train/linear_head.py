@@ -9,7 +9,7 @@ choices (δ, adjacency, accountant, batch size) from which `accountant_for` buil
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -213,6 +213,11 @@ class LinearHeadTrainer:
 
     def save_model(self, outcome: TrialOutcome, index: int, path) -> None:
         save_weights(outcome.models[index], path)
+
+    def with_batch_size(self, batch_size: int | None) -> LinearHeadTrainer:
+        """The same trainer with Poisson batches of expected size `batch_size` (q = B/N_pub, the declared
+        public size; None: full batch), accounted by the accountant its settings name for that rate."""
+        return LinearHeadTrainer(self.features, replace(self.settings, batch_size=batch_size))
 
     def subsample(self, keep: np.ndarray, n_public: float) -> LinearHeadTrainer:
         """The same trainer on the training examples `keep` (indices); test data unchanged. `n_public`:
