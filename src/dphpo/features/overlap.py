@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import warnings
 
+from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import public_pretraining_dataset
-from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE
 
 # (study dataset, public pretraining dataset) pairs that share a source: a caveat, not a refusal
 SHARED_SOURCE = {
