@@ -58,11 +58,11 @@ def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
     # 5 datasets × 4 timm models + CIFAR10 with the four pretrained-on-public extractors (two of them
     # GroupNorm WRNs without / with DP continual pre-training, Bu et al.) (+ CNN pixels)
     # + Table 5's shifts: three WILDS studies (waterbirds, fmow, camelyon17 with beitv2) and five test-only
-    # caches (fmow_ood, camelyon17_ood, cifar10_1, cifar10_c, cifar100_c)
-    assert jobs["extract_features"] == 33 and jobs["pretrain_public"] == 4
-    assert jobs["nonprivate_reference"] == 27
-    # one generic rule per kind: Tables 2-5, 10, 11, 13-16 and Bu et al.'s; Figures 3 and 6
-    assert jobs["paper_table"] == 11 and jobs["paper_figure"] == 2
+    # caches (fmow_ood, camelyon17_ood, cifar10_1, cifar10_c, cifar100_c) + ImageNet on EVA-02 (Tables 3, 10, 12, Fig. 2)
+    assert jobs["extract_features"] == 34 and jobs["pretrain_public"] == 4
+    assert jobs["nonprivate_reference"] == 28
+    # one generic rule per kind: Tables 2-5, 10-16, Bu et al.'s and Fig. 2 tabulated; Figures 3 and 6
+    assert jobs["paper_table"] == 13 and jobs["paper_figure"] == 2
     # Table 14: more noise and subsampling, one job per seed each
     assert jobs["linear_scaling_reduce"] == 10
     assert jobs["paper_evaluation"] == 1 and jobs["paper_provenance"] == 1  # Table 5's evaluation
@@ -78,7 +78,7 @@ def test_paper_config_pins_timm_models_to_tags_that_exist():
 
     cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
     models = [e["model"] for e in cfg["extractors"].values() if e["kind"] == "timm"]
-    assert len(models) == 4
+    assert len(models) == 5  # 4 for Table 4, EVA-02 for the ImageNet rows
     for model in models:
         assert "." in model, f"{model}: not pinned to a pretrained tag"
         assert model in timm.list_pretrained(model), model
@@ -90,7 +90,7 @@ def test_paper_embedded_dry_run_builds_every_table_and_figure(tmp_path):
     assert jobs["total"] < 300  # sized for about an hour on 2 cores
     # 5 studies (MNIST × 2, tweets, digits × 2 for Bu et al.), 3 datasets, 3 pretrained extractors
     assert jobs["paper_heatmap"] == 5 and jobs["paper_pareto"] == 3 and jobs["pretrain_public"] == 3
-    assert jobs["paper_table"] == 11 and jobs["paper_evaluation"] == 1
+    assert jobs["paper_table"] == 13 and jobs["paper_evaluation"] == 1
     assert jobs["linear_scaling_reduce"] == 2 * len(yaml.safe_load((REPO / "config" / "paper_embedded.yaml").read_text())["seeds"])
 
 

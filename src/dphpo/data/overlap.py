@@ -11,7 +11,9 @@ fingerprint of the corpus's content, so config defaults filled in or not do not 
 private corpus is taken whole (both splits, before `max_train`/`max_test` subsampling), so what
 is dropped does not depend on which texts a study samples.
 
-Images: `dphpo.features.overlap`.
+Images: `dphpo.features.overlap`; a study that acknowledges that its private data is its extractor's
+public pretraining data (`studies[i].pretraining_overlap`) is named here (`pretraining_overlaps`), torch-free,
+for the provenance of its results and the labels of its table rows.
 """
 
 from __future__ import annotations
@@ -27,6 +29,29 @@ from dphpo.data.text import TextSplits, load_text
 from dphpo.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+#: the key of a `studies[]` entry that acknowledges a public/private overlap (its value: why)
+OVERLAP_KEY = "pretraining_overlap"
+#: what such a study's guarantee does and does not cover (every label and provenance record says it)
+OVERLAP_NOTE = (
+    "the extractor was publicly pretrained on this dataset's images: the DP guarantee covers the private "
+    "fine-tuning only, not what the extractor saw in pretraining"
+)
+
+
+def pretraining_overlaps(config: dict | None) -> dict[tuple[str, str], str]:
+    """(dataset, extractor) -> the reason, for every study that sets `studies[i].pretraining_overlap`."""
+    return {
+        (str(s["dataset"]), str(s["extractor"])): str(s[OVERLAP_KEY])
+        for s in (config or {}).get("studies") or []
+        if s.get(OVERLAP_KEY)
+    }
+
+
+def overlap_record(config: dict | None, dataset: str, extractor: str) -> dict | None:
+    """What a result's provenance says about an acknowledged overlap of (dataset, extractor); None: none."""
+    reason = pretraining_overlaps(config).get((str(dataset), str(extractor)))
+    return None if reason is None else {"acknowledged_by": f"studies[].{OVERLAP_KEY}", "reason": reason, "note": OVERLAP_NOTE}
 
 NORMALIZATION = "unicode NFKC, lower case, whitespace collapsed and stripped"
 SUBSAMPLE_KEYS = ("max_train", "max_test", "subsample_seed")

@@ -6,12 +6,18 @@ refused by name before any job (`check_study_extractors`); `check_public_checksu
 content checksums once the dataset is loaded (for the feature-cache build, where the extractor's
 checkpoint records its public data's checksum). Datasets drawn from another's source (STL-10 from
 ImageNet) are warned about, not refused.
+
+A study may acknowledge the overlap explicitly (`studies[i].pretraining_overlap: <reason>`, Panda et
+al.'s ImageNet-1k rows on ImageNet-21k extractors): the guard then lets it through with a warning, and
+every result's provenance and every table row of that study names the overlap
+(`dphpo.data.overlap.pretraining_overlaps`, `dphpo.report.tables.apply_design_notes`).
 """
 
 from __future__ import annotations
 
 import warnings
 
+from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import public_pretraining_dataset
 
@@ -24,8 +30,9 @@ SHARED_SOURCE = {
 
 
 def check_study_extractors(config: dict) -> None:
-    """Refuse a study (`studies[i]`) whose dataset is its extractor's public pretraining dataset;
-    warn where the two share a source (STL-10 and ImageNet)."""
+    """Refuse a study (`studies[i]`) whose dataset is its extractor's public pretraining dataset, unless
+    the study acknowledges it (`studies[i].pretraining_overlap`: then a warning); warn where the two share
+    a source (STL-10 and ImageNet)."""
     extractors, sections = config.get("extractors") or {}, config.get("pretraining") or {}
     caveats: dict[str, list[str]] = {}
     for i, study in enumerate(config.get("studies") or []):
@@ -34,13 +41,21 @@ def check_study_extractors(config: dict) -> None:
         public = public_pretraining_dataset(spec, sections)
         if public is None:
             continue
+        if public == dataset and study.get(OVERLAP_KEY):
+            warnings.warn(
+                f"studies[{i}] ({dataset}, {name}): the private data is the extractor's public pretraining data "
+                f"{public!r}, acknowledged by studies[{i}].{OVERLAP_KEY} ({study[OVERLAP_KEY]}); {OVERLAP_NOTE}",
+                stacklevel=2,
+            )
+            continue
         if public == dataset:
             source = (f"pretraining.{spec['pretrain']}.public_dataset" if spec.get("kind") == "pretrained_public"
                       else f"kind {spec.get('kind')!r}")
             raise ConfigError(
                 f"studies[{i}]: dataset {dataset!r} with extractor {name!r}, which was publicly pretrained on "
                 f"{public!r} ({source}): the private data would be the extractor's public pretraining data; "
-                f"expected a dataset other than {public!r} for this extractor, or an extractor pretrained on other data"
+                f"expected a dataset other than {public!r} for this extractor, or an extractor pretrained on other data, or "
+                f"(to reproduce such a setting, labelled as such) studies[{i}].{OVERLAP_KEY}: <why> ({OVERLAP_NOTE})"
             )
         if (dataset, public) in SHARED_SOURCE:
             caveats.setdefault(SHARED_SOURCE[dataset, public], []).append(f"studies[{i}] ({dataset}, {name})")

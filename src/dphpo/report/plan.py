@@ -262,17 +262,49 @@ def plan_table5(p: Paper) -> TablePlan:
 
 
 def plan_table10(p: Paper) -> TablePlan:
+    """Rows of each study under paper.table10 (a {dataset, extractor} mapping, or a list of them)."""
     section = p.section.get("table10")
     if not section:
         row_specs = TABLE10_ROWS
         need = "paper.table10: name the {dataset, extractor} study (Panda et al.: ImageNet)"
         return TablePlan("table10", [RowPlan({"method": r["label"], "variant": r["variant"]}, {"run": Source(need=need)}) for r in row_specs], [need])
-    d, e = section["dataset"], section["extractor"]
     rows = [
-        RowPlan({"method": r["label"], "variant": r["variant"], "dataset": d, "extractor": e}, {"run": p.source(LS, d, e, r["variant"])})
-        for r in section.get("rows") or TABLE10_ROWS
+        RowPlan({"method": r["label"], "variant": r["variant"], "dataset": st["dataset"], "extractor": st["extractor"]},
+                {"run": p.source(LS, st["dataset"], st["extractor"], r["variant"])})
+        for st in (section if isinstance(section, list) else [section])
+        for r in st.get("rows") or TABLE10_ROWS
     ]
     return TablePlan("table10", rows)
+
+
+def _eps_rows(p: Paper, name: str, methods: dict[str, str], variant: str = DEFAULT) -> TablePlan:
+    """One row per target ε of paper.<name>.eps on its study (each method's runs at that target) and an
+    ε = ∞ row (the non-private reference): Table 12 and Fig. 2 (ImageNet against Mehta et al.)."""
+    section = p.section.get(name)
+    if not section:
+        need = f"paper.{name}: name the {{dataset, extractor}} study and the target budgets `eps` (Panda et al.: ImageNet)"
+        return TablePlan(name, [RowPlan({"ε": "–"}, {m: Source(need=need) for m in methods})], [need])
+    d, e = section["dataset"], section["extractor"]
+    variant = str(section.get("variant", variant))
+    rows = [
+        RowPlan({"ε": float(x), "dataset": d, "extractor": e, "variant": variant, "_eps": float(x)},
+                {key: p.source(m, d, e, variant if m == LS else DEFAULT, float(x)) for key, m in methods.items()})
+        for x in section["eps"]
+    ]
+    rows.append(RowPlan({"ε": math.inf, "dataset": d, "extractor": e, "variant": variant, "_eps": math.inf}, {"ref": p.reference_source(d, e)}))
+    return TablePlan(name, rows)
+
+
+def plan_table12(p: Paper) -> TablePlan:
+    """Panda et al. Table 12: the rule on ImageNet at several ε against Mehta et al. (2023b), run here
+    (`mehta`), and both Mehta et al. papers' numbers, quoted (dphpo.report.published)."""
+    return _eps_rows(p, "table12", {"ours": LS, "mehta": "mehta"})
+
+
+def plan_figure2(p: Paper) -> TablePlan:
+    """Panda et al. Fig. 2 as a table: accuracy against ε on ImageNet, the rule (paper.figure2.variant: a
+    search shared by all targets where its `linear_scaling.budget_mode` is absolute) and Mehta et al. (2023b)."""
+    return _eps_rows(p, "figure2", {"ours": LS, "mehta": "mehta"})
 
 
 def plan_table11(p: Paper) -> TablePlan:
@@ -392,11 +424,13 @@ PLANS: dict[str, Callable[[Paper], TablePlan]] = {
     "table5": plan_table5,
     "table10": plan_table10,
     "table11": plan_table11,
+    "table12": plan_table12,
     "table13": plan_table13,
     "table14": plan_table14,
     "table15": plan_table15,
     "table16": plan_table16,
     "dp_continual": plan_dp_continual,
+    "figure2": plan_figure2,
 }
 #: The vision tables of the paper target (the `paper_table` rule's wildcard values): a new table is a
 #: plan here, a builder in dphpo.report.paper (BUILDERS) and its caption in workflow/report/paper_table.rst.

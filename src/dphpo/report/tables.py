@@ -10,6 +10,8 @@ Two labels every table carries where they apply:
 - design on private data: `design_notes` in the config names settings that were chosen by looking
   at private data, so no ε covers them; `apply_design_notes` adds a column naming them on every row
   that uses one, a caption sentence and one note per setting (config/README.md).
+- public/private overlap: a study on its extractor's public pretraining data, accepted by
+  `studies[i].pretraining_overlap` (dphpo.features.overlap), is named on each of its rows the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
 from dphpo.io import read_json, write_text
 
 
@@ -287,34 +290,65 @@ def private_design_keys(row: Mapping, notes: Mapping[str, str], config: Mapping 
 
 
 def apply_design_notes(table: Table, config: Mapping | None, column: str = PRIVATE_DESIGN_COLUMN) -> Table:
-    """Label every row that uses a setting chosen on private data (config `design_notes`).
+    """Label every row that uses a setting chosen on private data (config `design_notes`), and every
+    row of a study on its extractor's public pretraining data (`studies[i].pretraining_overlap`).
 
-    Where any row does: a column `column` listing those settings' keys on each row (empty where
-    none), a caption sentence, and one note per setting with where its value came from. A table
-    no setting touches is returned unchanged. Returns `table` (modified in place)."""
+    For each kind, where any row has it: a column (`column`; OVERLAP_COLUMN) naming it on each row
+    (empty where none), a caption sentence, and one note per setting or study saying where its value
+    came from or why the overlap is accepted. A table neither touches is returned unchanged. Returns
+    `table` (modified in place)."""
     notes = design_notes(config)
+    used = _label_rows(table, column, lambda row: private_design_keys(row, notes, config))
+    if used:
+        table.caption = (
+            f"{table.caption} Rows marked in '{column}' depend on settings {PRIVATE_DESIGN}: " + ", ".join(used)
+            + "; their ε does not cover that choice (notes)."
+        ).strip()
+    for key, rows in used.items():
+        found, value = config_value(config, key)
+        shown = f" = {value}" if found and not isinstance(value, (Mapping, list)) else "" if found else " (not a key of this config)"
+        table.notes.append(f"{PRIVATE_DESIGN}: {key}{shown}: {notes[key]} [{_row_scope(rows, len(table.rows))}]")
+    overlaps = pretraining_overlaps(config if isinstance(config, dict) else dict(config or {}))
+    labels = {f"{d} × {e}": reason for (d, e), reason in overlaps.items()}
+    used = _label_rows(table, OVERLAP_COLUMN, lambda row: [f"{d} × {e}" for d, e in overlaps if overlap_applies(d, e, row)])
+    if used:
+        table.caption = (
+            f"{table.caption} Rows marked in '{OVERLAP_COLUMN}' are studies on their extractor's public pretraining "
+            f"data (studies[].{OVERLAP_KEY}): {OVERLAP_NOTE}."
+        )
+    for label, rows in used.items():
+        table.notes.append(f"public/private overlap: {label}: {labels[label]}; {OVERLAP_NOTE} [{_row_scope(rows, len(table.rows))}]")
+    return table
+
+
+#: the column that names, on each row, an acknowledged public/private overlap of its study
+OVERLAP_COLUMN = "public/private overlap"
+
+
+def overlap_applies(dataset: str, extractor: str, row: Mapping) -> bool:
+    """Whether a row is of the study (dataset, extractor); conservative: True where the row does not say
+    (a row without a dataset, or without an extractor or model, of that dataset)."""
+    row_dataset, row_extractor = row.get("dataset", row.get("_train")), row.get("extractor", row.get("model"))
+    if row_dataset is not None and row_dataset != dataset:
+        return False
+    return row_extractor is None or row_extractor == extractor
+
+
+def _label_rows(table: Table, column: str, keys_of) -> dict[str, list[Mapping]]:
+    """Set `column` on every row to the labels `keys_of(row)` gives (None where none); add the column
+    where any row has one, drop it where none does. Returns label -> its rows."""
     used: dict[str, list[Mapping]] = {}
     for row in table.rows:
-        keys = private_design_keys(row, notes, config)
+        keys = keys_of(row)
         row[column] = ", ".join(keys) if keys else None
         for key in keys:
             used.setdefault(key, []).append(row)
     if not used:
         for row in table.rows:
             row.pop(column, None)
-        return table
-    if column not in table.columns:
+    elif column not in table.columns:
         table.columns = [*table.columns, column]
-    sentence = (
-        f"Rows marked in '{column}' depend on settings {PRIVATE_DESIGN}: " + ", ".join(used)
-        + "; their ε does not cover that choice (notes)."
-    )
-    table.caption = f"{table.caption} {sentence}".strip()
-    for key, rows in used.items():
-        found, value = config_value(config, key)
-        shown = f" = {value}" if found and not isinstance(value, (Mapping, list)) else "" if found else " (not a key of this config)"
-        table.notes.append(f"{PRIVATE_DESIGN}: {key}{shown}: {notes[key]} [{_row_scope(rows, len(table.rows))}]")
-    return table
+    return used
 
 
 def _row_scope(rows: Sequence[Mapping], n_rows: int) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from dphpo.data.overlap import overlap_record
 from dphpo.hpo.common import release_record
 from dphpo.io import write_json
 from dphpo.privacy.accountant import accountant_from_config
@@ -30,7 +31,8 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
     its own block, as its kind lays it out (dphpo.studies.trainers.TrainerKind): the linear head merges
     its feature cache checksums and training settings, with the torch thread count and, for a job of a
     (dataset, extractor), the run settings and their hash that consumers check; a language trainer
-    nests its block under `trainer` and records the versions of its extra packages.
+    nests its block under `trainer` and records the versions of its extra packages. A study on its
+    extractor's public pretraining data (`studies[i].pretraining_overlap`) names the overlap.
     """
 
     kind = TRAINERS[trainer.kind if trainer is not None else study_config.VISION_TRAINERS[0]]
@@ -50,6 +52,9 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
     if "dataset" in extra and "extractor" in extra:  # what Snakemake's params hash: consumers check it
         block["settings"] = study_config.run_settings(config, extra["extractor"], extra["dataset"])
         block["settings_hash"] = config_hash(block["settings"])
+        overlap = overlap_record(config, extra["dataset"], extra["extractor"])
+        if overlap is not None:  # a study on its extractor's public pretraining data, acknowledged
+            block["pretraining_overlap"] = overlap
     if noise is not None:
         block["randomness"] = noise.describe()
         cache = block.get("feature_cache") or {}

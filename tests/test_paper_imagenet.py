@@ -1,0 +1,95 @@
+"""Plans and builders of the ImageNet rows (Panda et al. Table 12, Fig. 2 tabulated, Table 10 with several
+studies): fast, from config dicts and hand-written release records; no workflow run."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import yaml
+
+from dphpo.report import paper, plan
+from dphpo.report.tables import OVERLAP_COLUMN
+
+REPO = Path(__file__).resolve().parents[1]
+JOBS = [("imagenet", "vit", "mehta"), ("cifar10", "vit", "mehta")]
+
+
+def _config(**section) -> dict:
+    return {
+        "studies": [{"dataset": "imagenet", "extractor": "vit", "pretraining_overlap": "as Panda et al."}, {"dataset": "cifar10", "extractor": "vit"}],
+        "extractors": {"vit": {"kind": "timm"}},
+        "privacy": {"target_eps": [0.5, 1, 2], "delta": 1e-5},
+        "seeds": [0],
+        "paper": section,
+    }
+
+
+def test_table12_has_a_row_per_target_and_an_infinity_row_reading_ours_mehta_and_the_reference():
+    tp = plan.plan(_config(table12={"dataset": "imagenet", "extractor": "vit", "eps": [0.5, 1, 10]}), "table12", JOBS)
+    assert [r.key["ε"] for r in tp.rows] == [0.5, 1.0, 10.0, math.inf]
+    assert set(tp.rows[0].sources) == {"ours", "mehta"} and set(tp.rows[-1].sources) == {"ref"}
+    assert "/imagenet/vit/mehta/default/seed0/eps0.5/" in tp.rows[0].sources["mehta"].files[0]
+    assert tp.rows[2].sources["ours"].need.startswith("privacy.target_eps: add 10")
+
+
+def test_figure2_reads_its_linear_scaling_variant_and_default_mehta():
+    cfg = _config(figure2={"dataset": "imagenet", "extractor": "vit", "variant": "shared", "eps": [1]})
+    cfg["variants"] = {"shared": {"linear_scaling": {"budget_mode": "absolute"}}}
+    row = plan.plan(cfg, "figure2", JOBS).rows[0]
+    assert "/linear_scaling/shared/" in row.sources["ours"].files[0] and "/mehta/default/" in row.sources["mehta"].files[0]
+
+
+def test_missing_sections_say_what_they_need():
+    for name in ("table12", "figure2"):
+        tp = plan.plan(_config(), name, JOBS)
+        assert tp.needs and f"paper.{name}" in tp.needs[0]
+
+
+def test_table10_takes_a_list_of_studies():
+    tp = plan.plan(_config(table10=[{"dataset": "imagenet", "extractor": "vit"}, {"dataset": "cifar10", "extractor": "vit"}]), "table10", JOBS)
+    assert [(r.key["dataset"], r.key["variant"]) for r in tp.rows][:4] == [
+        ("imagenet", "default"), ("imagenet", "linear3"), ("imagenet", "quadratic3"), ("cifar10", "default")
+    ]
+
+
+def _result(method: str, eps: float, acc: float, budget_mode: str = "fraction") -> dict:
+    return {
+        "method": method, "test_accuracy": acc, "total_eps": eps * 0.99, "target": {"eps": eps}, "private": True,
+        "selection": {"rule": "noisy_train_accuracy", "private": True}, "privacy": {"total": {"accountant": "gdp_closed_form"}},
+        "search": {"config": {"budget_mode": budget_mode}}, "released": {"r": 12.5},
+    }
+
+
+class FakeResults(paper.Results):
+    def __init__(self, by_file: dict[str, dict]):
+        super().__init__()
+        self._cache = by_file
+
+
+def test_table12_builder_shows_ours_mehta_quoted_columns_and_the_overlap_label():
+    cfg = _config(table12={"dataset": "imagenet", "extractor": "vit", "eps": [1]})
+    p = paper.Paper(cfg, JOBS)
+    tp = plan.PLANS["table12"](p)
+    files = {tp.rows[0].sources["ours"].files[0]: _result("linear_scaling", 1.0, 0.85),
+             tp.rows[0].sources["mehta"].files[0]: _result("mehta", 1.0, 0.80),
+             tp.rows[1].sources["ref"].files[0]: {"test_accuracy": 0.9, "private": False}}
+    table = paper.BUILDERS["table12"](p, tp, FakeResults(files))
+    paper.apply_design_notes(table, cfg)
+    first, inf = table.rows
+    assert first["ours (%)"].startswith("85.00") and first["Mehta et al. 2023b, run here (%)"].startswith("80.00")
+    assert first["Mehta et al. 2023b (%), quoted"] == 81.1 and first["Mehta et al. 2023a (%), quoted"] == 86.8
+    assert first["Panda et al. ours / r"] == "83.2 / 1100" and first["ours r = η·T"] == 12.5
+    assert first["search"].startswith("one per target") and inf["ours (%)"] == 90.0
+    assert first[OVERLAP_COLUMN] == "imagenet × vit" and "QUOTED" in table.caption
+
+
+def test_paper_yaml_names_the_imagenet_rows():
+    cfg = yaml.safe_load((REPO / "config" / "paper.yaml").read_text())
+    imagenet = [s for s in cfg["studies"] if s["dataset"] == "imagenet"]
+    assert len(imagenet) == 1 and imagenet[0]["pretraining_overlap"]
+    study = {"dataset": "imagenet", "extractor": imagenet[0]["extractor"]}
+    p = cfg["paper"]
+    assert study in p["table3"] and study in p["table10"]
+    assert {k: p["table12"][k] for k in study} == study and {k: p["figure2"][k] for k in study} == study
+    assert all(any(math.isclose(x, t) for t in cfg["privacy"]["target_eps"]) for x in p["table12"]["eps"] + p["figure2"]["eps"])
