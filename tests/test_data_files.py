@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from dphpo.data.files import FileDataset
+from dphpo.data.files import FileDataset, content_checksum
 from dphpo.errors import DatasetError
 
 
@@ -52,6 +52,19 @@ def test_the_checksum_follows_the_bytes_not_the_location(image_folder, tmp_path)
     one = next((moved / "train").rglob("*.png"))
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(one)
     assert _spec("mine", kind="image_folder", path=str(moved)).load().checksum != before
+
+
+def test_the_workflow_checksum_reuses_unchanged_digests_and_sees_an_edit(image_folder, tmp_path):
+    config = {"datasets": {"mine": {"kind": "image_folder", "path": str(image_folder)}}}
+    cache = tmp_path / "cache"
+    first = content_checksum(config, "mine", cache)
+    assert first == _spec("mine", kind="image_folder", path=str(image_folder)).load().checksum  # one formula
+    assert len(json.loads((cache / "mine.json").read_text())) == 60
+    assert content_checksum(config, "mine", cache) == first
+    one = next((image_folder / "train").rglob("*.png"))
+    Image.fromarray(np.full((8, 8), 7, np.uint8)).save(one)
+    assert content_checksum(config, "mine", cache) != first
+    assert content_checksum({"datasets": {}}, "mnist", cache) is None  # registry datasets: their own checksums
 
 
 def test_without_test_folder_a_seeded_split_is_recorded(image_folder):
@@ -229,3 +242,22 @@ def test_own_images_texts_and_features_run_the_rule_and_a_baseline_end_to_end(tm
             assert result["total_eps"] <= 2 + 1e-9 and 0 <= result["test_accuracy"] <= 1, (dataset, method)
     table = (tmp_path / "results/tables/hpo_comparison.md").read_text()
     assert "my_images" in table and "my_texts" in table and "my_features" in table
+
+    def dry_run(cfg):
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+        out = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--snakefile", str(repo / "Snakefile"), "-d", str(tmp_path), "-n", "--cores", "1",
+             "--configfile", str(tmp_path / "config.yaml"), "--replace-workflow-config"],
+            cwd=repo, capture_output=True, text=True, timeout=600,
+        )
+        assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+        return out.stdout + out.stderr
+
+    # the data moved: nothing reruns; one image edited: its feature cache (and what reads it) rebuilds
+    moved = tmp_path / "moved pngs"
+    shutil.move(folder, moved)
+    config["datasets"]["my_images"]["path"] = str(moved)
+    assert "Nothing to be done" in dry_run(config)
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(next((moved / "train").rglob("*.png")))
+    log = dry_run(config)
+    assert "output: results/features/my_images/raw.h5" in log and "results/features/my_texts" not in log

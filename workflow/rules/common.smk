@@ -1,6 +1,7 @@
 # Config validation, wildcard constraints and input functions shared by every rule file.
 import math
 import os
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
@@ -11,6 +12,7 @@ from dphpo.studies import config as study_config
 from dphpo.studies.checks import check_config_files
 from dphpo.studies.validate import cuda_visible, validate_config
 from dphpo.errors import DPHPOError
+from dphpo.data.files import content_checksum
 from dphpo.data.registry import dataset_options
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
@@ -97,6 +99,14 @@ def pretrained_checkpoint(wildcards):
     return spec.get("checkpoint") or layout.path(
         layout.PRETRAINED_CHECKPOINT, name=spec["pretrain"]
     )
+
+
+def data_params(dataset):
+    """The options of a dataset's feature job, with the content checksum of the user's own files
+    (per-file digests cached under .snakemake/ by size and mtime: a parse rereads only edited files)."""
+    checksum = content_checksum(config, dataset, Path(".snakemake") / "dphpo-data-checksums")
+    options = dataset_options(config, dataset)
+    return options if checksum is None else options | {"content_sha256": checksum}
 
 
 def method_results(method, dataset, extractor, variant="default"):

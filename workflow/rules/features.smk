@@ -17,7 +17,8 @@ rule extract_features:
         **rule_resources("extract_features", mem_mb=16000, runtime=120),
     params:
         extractor=lambda w: config["extractors"].get(w.extractor),
-        # subsets change the cache: a changed datasets.<name> section rebuilds it
-        dataset=lambda w: dataset_options(config, w.dataset),
+        # subsets change the cache: a changed datasets.<name> section rebuilds it, and so does one
+        # edited file of the user's own data (its content checksum; a moved folder rebuilds nothing)
+        dataset=lambda w: data_params(w.dataset),
     script:
         "../scripts/extract_features.py"

@@ -36,6 +36,7 @@ from dphpo.data.registry import (
     stratified_split,
 )
 from dphpo.errors import DatasetError
+from dphpo.io import write_text
 
 KINDS = ("image_folder", "text_table", "features")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
@@ -138,15 +139,62 @@ def dataset_spec(config: dict, name: str) -> DatasetSpec | None:
 # checksums and labels
 
 
-def files_checksum(root: Path, files: Sequence[Path]) -> str:
-    """sha256 over (path relative to root, bytes) of each file, in sorted order."""
-    digest = hashlib.sha256()
+def files_checksum(root: Path, files: Sequence[Path], cache: Path | None = None) -> str:
+    """sha256 over (path relative to root, sha256 of the bytes) of each file, in sorted order.
+
+    `cache` (a JSON file) keeps each file's digest beside its size and mtime, so the workflow's parse
+    step, which checksums the data to rerun what an edited file changes, rereads only files whose
+    stat changed; the checksum itself depends on names and bytes only."""
+    known = _read_digest_cache(cache)
+    digests, digest = {}, hashlib.sha256()
     for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
-        rel = f.relative_to(root).as_posix().encode()
-        data = f.read_bytes()
-        digest.update(len(rel).to_bytes(8, "little") + rel + len(data).to_bytes(8, "little"))
-        digest.update(data)
+        rel = f.relative_to(root).as_posix()
+        st = f.stat()
+        stamp = [st.st_size, st.st_mtime_ns]
+        entry = known.get(str(f.resolve()))
+        file_digest = entry[2] if entry and entry[:2] == stamp else _file_digest(f)
+        digests[str(f.resolve())] = [*stamp, file_digest]
+        digest.update(len(rel).to_bytes(8, "little") + rel.encode() + bytes.fromhex(file_digest))
+    if cache is not None and digests != {k: known.get(k) for k in digests}:
+        write_text(cache, json.dumps(known | digests, sort_keys=True))
     return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_digest_cache(cache: Path | None) -> dict:
+    if cache is None or not cache.exists():
+        return {}
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # a damaged cache costs a reread, never a wrong checksum: entries are re-stamped
+
+
+def data_files(spec: FileDataset) -> tuple[Path, list[Path]]:
+    """The files a dataset is read from, and the root their checksum names them relative to."""
+    if spec.kind == "image_folder":
+        return spec.path, [f for split in ("train", "test") if (spec.path / split).is_dir()
+                           for fs in _image_files(spec.path / split, spec.key).values() for f in fs]
+    return spec.path.parent, [spec.path]
+
+
+def content_checksum(config: dict, name: str, cache_dir: Path | None = None) -> str | None:
+    """The content checksum of a dataset read from files (None for registry datasets): what the
+    workflow hands its feature job, so editing one file rebuilds the cache and moving the data does not."""
+    section = file_section(config, name)
+    if section is None:
+        return None
+    spec = FileDataset.from_config(name, section)
+    spec.check_path()
+    root, files = data_files(spec)
+    return files_checksum(root, files, None if cache_dir is None else cache_dir / f"{name}.json")
 
 
 def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -254,7 +302,7 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         source += f"; seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
     ds = make_dataset(spec.name, "image", x["train"], y_train, x["test"], y_test, num_classes=len(classes),
                       source=source, classes=classes)
-    ds.checksum = files_checksum(root, [f for s in paths.values() for f, _ in s])
+    ds.checksum = files_checksum(*data_files(spec))
     return ds
 
 
