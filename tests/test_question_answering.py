@@ -5,6 +5,7 @@ unanswerable question, DP-SGD + LoRA through the fine-tuning trainer, greedy gen
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -152,3 +153,79 @@ def test_encode_handles_a_tokenizer_without_bos(squad):
     codec = Codec(lambda s: [ord(c) % 50 + 1 for c in s], lambda ids: "", None, 0, 0, 51)
     t = encode_examples(codec, train, 300)
     assert t["ids"].shape == (2, 300) and int(t["attn"][0].sum()) == len(prompt(train[0])) + len(target(train[0]))
+
+
+# --------------------------------------------------------------------------------------------
+# Table 3's SQuAD row: plan and builder (torch-free), and the paper config
+
+
+SQUAD_STUDY = {"name": "squad_opt", "paper_ref": "SQuAD", "task": "question_answering",
+               "model": {"name": "facebook/opt-13b", "revision": "main", "lora": {"rank": 8}},
+               "data": {"name": "squad_v2", "path": "data/squad_v2", "max_train": 1000},
+               "methods": ["linear_scaling", "random_search", "grid_oracle"], "overrides": {"privacy": {"target_eps": [1]}}}
+
+
+def _paper_config(study=SQUAD_STUDY) -> dict:
+    return {"studies": [{"dataset": "cifar10", "extractor": "vit"}], "extractors": {"vit": {"kind": "timm"}},
+            "privacy": {"target_eps": [1], "delta": 1e-5}, "seeds": [0, 1],
+            "language": {"studies": [study]},
+            "paper": {"table3": [{"dataset": "cifar10", "extractor": "vit"}, {"language": study["name"]}]}}
+
+
+def _f1_record(method: str, f1: float) -> dict:
+    return {"method": method, "metric": "f1", "test_metric": f1, "test_accuracy": None, "total_eps": 0.99, "target": {"eps": 1.0},
+            "private": True, "selection": {"rule": "noisy_train_accuracy", "private": method != "grid_oracle"},
+            "privacy": {"total": {"accountant": "prv"}}, "released": {"r": 1.0}, "trials": [{}, {}]}
+
+
+def test_table3_plans_and_builds_the_squad_row_from_language_results():
+    from dphpo.report import paper, plan
+
+    cfg = _paper_config()
+    p = paper.Paper(cfg, [("cifar10", "vit", "random_search"), ("cifar10", "vit", "grid_oracle")])
+    tp = plan.PLANS["table3"](p)
+    row = tp.rows[1]
+    assert row.key["_language"] == "squad_opt" and row.key["extractor"] == "facebook/opt-13b + LoRA"
+    files = row.sources["ours"].files
+    assert len(files) == 2 and all("/squad_opt/linear_scaling/" in f and f.endswith("result.json") for f in files)
+    assert all(f in tp.inputs() for f in files + row.sources["random"].files + row.sources["oracle"].files)
+    values = {"random": ("random_search", [50.0, 48.0]), "oracle": ("grid_oracle", [82.0, 84.0]), "ours": ("linear_scaling", [78.0, 80.0])}
+    by_file = {f: _f1_record(m, v) for k, (m, vs) in values.items() for f, v in zip(row.sources[k].files, vs)}
+
+    class Fake(paper.Results):
+        def __init__(self):
+            super().__init__()
+            self._cache = by_file
+
+        def many(self, src):
+            return [self._cache[f] for f in src.files if f in self._cache] if src.ok else []
+
+    table = paper.BUILDERS["table3"](p, tp, Fake())
+    squad = table.rows[1]
+    assert squad["metric"] == "F1" and squad["ours (%)"].startswith("79.00") and squad["oracle (%)"].startswith("83.00")
+    assert squad["RERR (%)"] == pytest.approx(100 * (79 - 49) / (83 - 49), abs=0.01)
+    assert squad["Panda et al. R / O / ours / RERR"] == "49.33 / 82.43 / 78.08 / 86.85"
+    assert not any(c.startswith("_") for c in table.columns)
+
+
+def test_table3_squad_row_says_what_the_config_lacks():
+    from dphpo.report import paper, plan
+
+    study = dict(SQUAD_STUDY, methods=["linear_scaling"], overrides={"privacy": {"target_eps": [2]}})
+    tp = plan.PLANS["table3"](paper.Paper(_paper_config(study), []))
+    needs = tp.rows[1].needs
+    assert any("language.studies.squad_opt.methods: add random_search" in n for n in needs)
+    assert any("overrides.privacy.target_eps: add 1" in n for n in needs)
+
+
+def test_paper_yaml_has_the_squad_study_in_table3():
+    import yaml
+
+    from dphpo.studies.config import language_public_size
+
+    cfg = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "paper.yaml").read_text())
+    study = next(s for s in cfg["language"]["studies"] if s["task"] == "question_answering")
+    assert {"language": study["name"]} in cfg["paper"]["table3"] and study["paper_ref"] == "SQuAD"
+    assert study["model"]["name"] == "facebook/opt-13b" and study["model"]["lora"]["rank"] == 8
+    assert language_public_size(study) == study["data"]["max_train"] == 1000  # declared, never counted
+    assert set(study["methods"]) >= {"linear_scaling", "random_search", "grid_oracle"}
