@@ -67,9 +67,11 @@ def test_paper_config_dry_run_builds_the_full_dag(tmp_path):
     assert jobs["linear_scaling_reduce"] == 10
     assert jobs["paper_evaluation"] == 1 and jobs["paper_provenance"] == 1  # Table 5's evaluation
     assert jobs["paper_heatmap"] == 12 and jobs["paper_pareto"] == 4
-    # the language half (Panda et al. §5.4-5.5): 10 studies × their methods × 5 seeds, Tables 6-9, 17-20, Fig. 4
+    # the language half (Panda et al. §5.4-5.5): 10 studies × their methods × 5 seeds, Tables 6-9, 17-20, Fig. 4,
+    # and Table 3's SQuAD row (OPT-13B, DP-SGD + LoRA: 3 methods × 5 seeds at eps 1, no non-private reference)
     language_method = sum(n for rule, n in jobs.items() if rule.startswith("language_method_"))  # a rule per study
-    assert language_method == 130 and jobs["language_nonprivate"] == 8 and jobs["language_cache"] == 5
+    assert jobs["language_method_squad_opt13b"] == 15
+    assert language_method == 145 and jobs["language_nonprivate"] == 8 and jobs["language_cache"] == 5
     assert jobs["language_table"] == 8 and jobs["language_figure4"] == 1
 
 

@@ -89,7 +89,7 @@ class MethodResult:
     search: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     private: bool = True  # False: trained without noise, ε = ∞ (a reference, never a DP result)
-    metric: str = "accuracy"  # the trainer's metric: "accuracy" (higher is better) or "perplexity"
+    metric: str = "accuracy"  # the trainer's metric: "accuracy" (higher is better), "perplexity" or "f1" (SQuAD, %)
     test_metric: float | None = None  # default: test_accuracy
     train_metric: float | None = None  # default: train_accuracy
     save_model: Callable[[Any], None] | None = None  # writes the released model (default: weights to npz)
@@ -160,7 +160,7 @@ INTERNAL_KEYS = frozenset(
     {"subsample_size", "mean_batch", "batch", "n_train", "n_train_texts", "train_tokens", "K", "capped",
      "content_sha256", "dataset_checksum"}
     # exact training metrics: a new, unaccounted query on the private data (train_<metric>)
-    | {"train_accuracy", "train_metric", "train_perplexity", "train_accuracy_subsample", "train_loss"}
+    | {"train_accuracy", "train_metric", "train_perplexity", "train_f1", "train_exact", "train_accuracy_subsample", "train_loss"}
 )
 
 

@@ -88,10 +88,19 @@ class Summary:
         return pct(self.mean, self.std)
 
 
+def test_fraction(record: dict) -> float:
+    """A record's test score as a fraction: its accuracy, or a language study's SQuAD F1 (released in %) / 100."""
+    if record.get("test_accuracy") is not None or record.get("metric", "accuracy") == "accuracy":
+        return as_float(record["test_accuracy"])
+    if record.get("metric") == "f1":
+        return as_float(record["test_metric"]) / 100.0
+    raise ValueError(f"metric {record.get('metric')!r} has no percentage to tabulate here")
+
+
 def summarize(results: Sequence[dict]) -> Summary | None:
     if not results:
         return None
-    mean, std = mean_std([r["test_accuracy"] for r in results])
+    mean, std = mean_std([test_fraction(r) for r in results])
     first = results[0]
     sel = first.get("selection") or {}
     if not first.get("private", True):
@@ -152,10 +161,12 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
         rerr = None
         if r and o and s and not math.isclose(o.mean, r.mean):
             rerr = round(100.0 * (s.mean - r.mean) / (o.mean - r.mean), 2)
-        ref = SEED000["table3"].get((rp.key["dataset"], rp.key["extractor"]))
+        language = rp.key.get("_language")
+        ref = SEED000["table3"].get(("language", rp.key.get("_paper_ref")) if language else (rp.key["dataset"], rp.key["extractor"]))
         rows.append(
             {
                 **rp.key,
+                "metric": "F1" if language else "accuracy",
                 "target ε": p.eps,
                 "total ε ours (incl. search)": s.total_eps if s else None,
                 "total ε random search": r.total_eps if r else None,
@@ -168,12 +179,13 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "Panda et al. R / O / ours / RERR": " / ".join(f"{v:g}" for v in ref) if ref else None,
             }
         )
-    cols = list(rows[0]) if rows else ["dataset", "extractor"]
+    cols = [c for c in rows[0] if not c.startswith("_")] if rows else ["dataset", "extractor"]
     caption = (
         f"Seed 000 Table 3 at target ε = {p.eps:g} (δ = {p.delta:g}): random search (one run at the full budget, "
         "accounted), the grid-search oracle (every grid point at the full budget, best on TEST — HPO cost NOT "
         "included, an upper reference) and ours (search included in the total). RERR = (ours − random) / "
-        "(oracle − random) × 100, on the means over seeds."
+        "(oracle − random) × 100, on the means over seeds. Language rows (SQuAD: OPT with DP-SGD + LoRA, "
+        "Malladi et al. 2024's setting) report test F1 (%) of greedy generations, SQuAD v2's official metric."
     )
     return Table(cols, rows, caption, _notes(plan) + _oracle_note(p, oracles))
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from dphpo import layout
 from dphpo.hpo import registry
+from dphpo.studies import config as study_config
 
 DEFAULT = "default"
 LS = "linear_scaling"
@@ -190,6 +191,19 @@ class Paper:
             return list(self.studies)
         return [(s["dataset"], s["extractor"]) for s in items]
 
+    def language_source(self, method: str, study: str, eps: float | None = None) -> Source:
+        """Result files of a method on a language study (`language.studies`) at one target ε, all seeds."""
+        eps = self.eps if eps is None else float(eps)
+        rule = f"rule language_method_{study}"
+        spec = study_config.language_studies(self.config).get(study)
+        if spec is None:
+            return Source(need=f"language.studies: define a study named {study!r}")
+        if method not in spec.get("methods", []):
+            return Source(need=f"language.studies.{study}.methods: add {method} — then {rule} produces it")
+        if not any(math.isclose(eps, t, rel_tol=1e-12) for t in study_config.language_targets(self.config, spec)):
+            return Source(need=f"language.studies.{study}.overrides.privacy.target_eps: add {eps:g} — then {rule} produces it")
+        return Source([layout.path(layout.LANGUAGE_RESULT, study=study, method=method, seed=s, eps=eps) for s in self.seeds])
+
     def n_stages(self, variant: str) -> int:
         """Stages of the linear scaling rule in a variant (read from the dict: no torch import here)."""
         base = (self.config.get("linear_scaling") or {}).get("stage_eps", [0.1, 0.2])
@@ -218,8 +232,21 @@ def plan_table2(p: Paper) -> TablePlan:
 
 
 def plan_table3(p: Paper) -> TablePlan:
+    """Vision rows ({dataset, extractor}: accuracy) and language rows ({language: study}: the study's metric,
+    SQuAD F1 for Panda et al.'s SQuAD row), each read at paper.eps."""
+    items = p.section.get("table3")
+    items = [{"dataset": d, "extractor": e} for d, e in p.studies] if items is None else items
     rows = []
-    for d, e in p.studies_of("table3"):
+    for item in items:
+        if "language" in item:
+            study = item["language"]
+            spec = study_config.language_studies(p.config).get(study) or {}
+            model = (spec.get("model") or {}).get("name", "–")
+            key = {"dataset": f"{(spec.get('data') or {}).get('name', '–')} ({study})", "extractor": f"{model} + LoRA" if (spec.get("model") or {}).get("lora") else model}
+            sources = {k: p.language_source(m, study) for k, m in (("random", "random_search"), ("oracle", "grid_oracle"), ("ours", LS))}
+            rows.append(RowPlan(key | {"_language": study, "_paper_ref": spec.get("paper_ref")}, sources))
+            continue
+        d, e = item["dataset"], item["extractor"]
         rows.append(
             RowPlan(
                 {"dataset": d, "extractor": e},

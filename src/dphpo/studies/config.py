@@ -40,7 +40,7 @@ VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretrainin
 # when a study names none: vision `studies[].trainer`, language `language.studies[].trainer`.
 VISION_TRAINERS = ("linear_head",)
 LANGUAGE_TRAINERS = ("finetune", "dpzo")
-LANGUAGE_TASKS = ("classification", "causal_lm")
+LANGUAGE_TASKS = ("classification", "causal_lm", "question_answering")
 LANGUAGE_METHODS = ("linear_scaling", "linear_scaling_safeguarded", "random_search", "grid_oracle")  # the methods a language study may run
 
 

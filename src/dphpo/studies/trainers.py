@@ -26,6 +26,7 @@ from dphpo.privacy.accountant import make_accountant
 from dphpo.studies import config as study_config
 from dphpo.tasks.causal_lm import CausalLMTask
 from dphpo.tasks.classification import SequenceClassificationTask
+from dphpo.tasks.question_answering import QuestionAnsweringTask
 from dphpo.train.linear_head import LinearHeadTrainer, prepare_features
 
 
@@ -103,6 +104,8 @@ def load_task(spec: dict, inputs: str | Path | None):
     if spec["task"] == "classification":
 
         return SequenceClassificationTask.from_cache(inputs, spec["model"])
+    if spec["task"] == "question_answering":  # SQuAD v2 from its official JSON files (data.path), a hub LM
+        return QuestionAnsweringTask.from_spec(spec)
 
     return CausalLMTask.from_spec(spec, inputs)
 

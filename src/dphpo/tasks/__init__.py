@@ -9,5 +9,6 @@ that honest selection releases). Trainers (dphpo.train.finetune, dphpo.train.dpz
 
 from dphpo.tasks.causal_lm import CausalLMTask
 from dphpo.tasks.classification import SequenceClassificationTask
+from dphpo.tasks.question_answering import QuestionAnsweringTask
 
-__all__ = ["CausalLMTask", "SequenceClassificationTask"]
+__all__ = ["CausalLMTask", "QuestionAnsweringTask", "SequenceClassificationTask"]

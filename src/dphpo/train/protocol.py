@@ -20,7 +20,8 @@ from dphpo.errors import ConfigError
 from dphpo.privacy.accountant import RunAccountant
 
 #: Metrics a trainer may report, and whether higher is better.
-HIGHER_IS_BETTER = {"accuracy": True, "perplexity": False}
+#: SQuAD F1 is in percent, as the official evaluate-v2.0.py reports it (dphpo.tasks.question_answering).
+HIGHER_IS_BETTER = {"accuracy": True, "perplexity": False, "f1": True}
 
 
 @dataclass
@@ -40,7 +41,7 @@ class TrialOutcome:
 @runtime_checkable
 class PrivateTrainer(Protocol):
     kind: str  # "linear_head" | "finetune" | "dpzo" ...
-    metric: str  # "accuracy" (higher is better) | "perplexity" (lower is better)
+    metric: str  # "accuracy" (higher is better) | "perplexity" (lower is better) | "f1" (SQuAD F1 in %, higher is better)
     n_train: int  # the private count: internal logs only, never used by the mechanism
     n_test: int
     # the declared public size of the training set: the only size the mechanism uses (normalizers,
