@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.privacy.calibrate import calibrate_log_sigma, smallest_sigma
+from dphpo.privacy.calibrate import bisect_log, calibrate_log_sigma, smallest_sigma
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
 from dphpo.privacy.ledger import Ledger, LedgerEntry, infeasible_error
 from dphpo.privacy.planning import BudgetPlanner
@@ -431,13 +431,7 @@ def sample_rate_for_remaining(
             f"no sampling rate down to q={floor:g} brings sigma={sigma:g}, steps={steps} within eps={total_eps:g} "
             f"after what is spent (eps={spent.total(delta)['eps']:.4g}): lower the target or raise sigma"
         )
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return bisect_log(ok, good=lo, bad=hi, rtol=rtol)
 
 
 def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccountant:

@@ -35,13 +35,19 @@ def smallest_sigma(
             lo, hi = hi, hi * 2.0
             if hi > ceiling:
                 raise ValueError(f"no noise multiplier below {ceiling:g} meets {what}")
-    while hi / lo - 1.0 > rtol:
-        mid = math.sqrt(lo * hi)
+    return bisect_log(ok, good=hi, bad=lo, rtol=rtol)
+
+
+def bisect_log(ok: Callable[[float], bool], good: float, bad: float, rtol: float) -> float:
+    """A point where `ok` holds, within a factor (1 + rtol) of its boundary, bisecting in log space
+    between `good` (ok) and `bad` (not ok), whichever side of the other each lies."""
+    while max(good, bad) / min(good, bad) - 1.0 > rtol:
+        mid = math.sqrt(good * bad)
         if ok(mid):
-            hi = mid
+            good = mid
         else:
-            lo = mid
-    return hi
+            bad = mid
+    return good
 
 
 def calibrate_log_sigma(
