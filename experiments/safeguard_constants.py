@@ -9,11 +9,19 @@ MNIST's regime (the dataset sizes are public). Public data and a fixed public no
 data or its secret key. Prints one table per setting (mean, std, worst seed per ε).
 
     .venv/bin/python experiments/safeguard_constants.py [--seeds 5] [--dataset digits]
+
+The recommended guards (docs/methods.md §2a) came from the public MNIST-sized proxy:
+
+    snakemake --configfile <config.yaml with studies: [{dataset: synthetic_shapes, extractor: efficientnet_lite0}]> \
+        results/features/synthetic_shapes/efficientnet_lite0.h5
+    .venv/bin/python experiments/safeguard_constants.py --seeds 3 --project-dim 128 --dataset synthetic_shapes \
+        --features results/features/synthetic_shapes/efficientnet_lite0.h5 --policies max_steps,min_steps --caps none,2,4
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -27,6 +35,8 @@ sys.path.insert(0, str(REPO / "src"))
 from dphpo.data.registry import load_dataset  # noqa: E402
 from dphpo.hpo import linear_scaling as ls  # noqa: E402
 from dphpo.hpo import registry  # noqa: E402
+from dphpo.hpo.selection import SelectionRule  # noqa: E402
+from dphpo.hpo.space import SearchSpace  # noqa: E402
 from dphpo.privacy.randomness import NoiseKey  # noqa: E402
 from dphpo.studies.trainers import load_features  # noqa: E402
 from dphpo.studies.validate import validate_config  # noqa: E402
@@ -42,15 +52,34 @@ def features(name: str) -> PreparedFeatures:
                             torch.tensor(ds.test_labels), ds.num_classes, ds.checksum, {}, n_public=ds.n_train)
 
 
+def project(f: PreparedFeatures, dim: int) -> PreparedFeatures:
+    """The features times a fixed N(0, 1/dim) matrix (a public seed): the same geometry, narrower."""
+    r = torch.randn(f.x_train.shape[1], dim, generator=torch.Generator().manual_seed(0)) / dim**0.5
+    return dataclasses.replace(f, x_train=f.x_train @ r, x_test=f.x_test @ r)
+
+
 def config(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def run_rule(trainer, cfg, safeguard: dict | None, seed: int) -> dict[float, float]:
-    """The rule at every target, with `safeguard` as linear_scaling.safeguard (None: the paper's rule)."""
-    rule_cfg = cfg | {"linear_scaling": cfg.get("linear_scaling", {}) | {"safeguard": safeguard}}
+def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int) -> dict[float | None, dict[float, float]]:
+    """The rule at every target with r -> (eta, T) by `policy`, one final run per cap on the extrapolation
+    (None: no cap); the stages, run once, are the same for every cap (the cap is post-processing)."""
+    space = SearchSpace.from_config(cfg["search_space"])
+    selection = SelectionRule.from_config(cfg.get("selection", {}))
+    targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
-    return {r.target_eps: 100 * r.test_accuracy for r in ls.run_from_config(trainer, rule_cfg, noise)}
+    base = cfg.get("linear_scaling", {})
+    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy}})
+    stages = []
+    for k in range(1, lsc.n_stages + 1):
+        stages.append(ls.run_stage(trainer, lsc, space, selection, targets, noise, k, stages[-1] if stages else None, False))
+    out = {}
+    for cap in caps:
+        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap}})
+        results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
+        out[cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
+    return out
 
 
 def run_random(trainer, cfg, seed: int) -> dict[float, float]:
@@ -75,8 +104,11 @@ def main() -> int:
                    help="a feature cache of a public dataset (e.g. synthetic_shapes x efficientnet_lite0, MNIST's size) "
                         "instead of --dataset's raw pixels")
     p.add_argument("--extractor", default="efficientnet_lite0", help="the extractor --features was built with")
-    p.add_argument("--settings", default="min_steps:none,max_steps:none,max_steps:2,max_steps:4,max_steps:8",
-                   help="decompose:cap pairs to compare (min_steps:none is the paper's rule)")
+    p.add_argument("--project-dim", type=int, default=None,
+                   help="a fixed Gaussian random projection of the features to this width (Johnson-Lindenstrauss: norms and "
+                        "inner products kept to a few %%), to fit 50k x 1280 features into a 2-core budget")
+    p.add_argument("--policies", default="min_steps,max_steps", help="r -> (eta, T) decompositions (min_steps: the paper's)")
+    p.add_argument("--caps", default="none,2,4,8", help="caps on the extrapolation, multiples of the largest stage pick")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
     args = p.parse_args()
@@ -94,18 +126,19 @@ def main() -> int:
         cfg.pop("design_notes", None)
     validate_config(cfg, REPO / "workflow" / "schemas" / "config.schema.yaml")
     prepared = features(args.dataset) if args.features is None else load_features(cfg, args.features, args.dataset, args.extractor)
+    if args.project_dim:
+        prepared = project(prepared, args.project_dim)
     trainer = LinearHeadTrainer.from_config(prepared, cfg)
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     print(f"{args.dataset}: n={trainer.n_train}, selection noise {cfg['selection']['noise_std']}, seeds {args.seeds}")
     print("setting | " + " | ".join(f"eps={e:g}" for e in targets))
     if not args.no_random:
         print("random search (one run) | " + summary([run_random(trainer, cfg, s) for s in range(args.seeds)]), flush=True)
-    for setting in args.settings.split(","):
-        policy, cap_text = setting.split(":")
-        cap = None if cap_text == "none" else float(cap_text)
-        safeguard = None if (policy, cap) == ("min_steps", None) else {"decompose": policy, "max_extrapolation": cap}
-        rows = [run_rule(trainer, cfg, safeguard, s) for s in range(args.seeds)]
-        print(f"rule {policy} cap={cap} | " + summary(rows), flush=True)
+    caps = [None if c == "none" else float(c) for c in args.caps.split(",")]
+    for policy in args.policies.split(","):
+        runs = [run_rule(trainer, cfg, policy, caps, s) for s in range(args.seeds)]
+        for cap in caps:
+            print(f"rule {policy} cap={cap} | " + summary([r[cap] for r in runs]), flush=True)
     return 0
 
 
