@@ -491,13 +491,14 @@ def build_table14(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "total ε (incl. search)": run.total_eps if run else None,
                 "accountant": run.accountant if run else None,
                 "HPO cost": run.hpo if run else None,
+                "selection": run.selection if run else None,
                 "seeds": run.n if run else None,
                 "Panda et al. acc / degradation": f"{ref[0]:g} / {ref[1]:g}" if ref else None,
             }
         )
     cols = ["method to reduce ε", "variant", "dataset", "extractor", "from ε", "target ε", "at from ε (%)", "reduced (%)",
-            "degradation (points)", "sample rate q", "σ (mean)", "total ε (incl. search)", "accountant", "HPO cost", "seeds",
-            "Panda et al. acc / degradation"]
+            "degradation (points)", "sample rate q", "σ (mean)", "total ε (incl. search)", "accountant", "HPO cost", "selection",
+            "seeds", "Panda et al. acc / degradation"]
     caption = (
         f"Seed 000 Table 14 (δ = {p.delta:g}): the linear scaling result at the higher ε, and its final run redone at the "
         "lower target two ways — full batch with the same η and T and σ raised ('noise'), or the same η, T and σ on "
