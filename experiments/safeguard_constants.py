@@ -42,7 +42,8 @@ from dphpo.studies.trainers import load_features  # noqa: E402
 from dphpo.studies.validate import validate_config  # noqa: E402
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures  # noqa: E402
 
-PUBLIC_KEY = NoiseKey(bytes(32))  # a public key: these runs release nothing private
+PUBLIC_KEY = NoiseKey(bytes(32))
+SAMPLING = None  # --sampling: the stage trials' r sampling (None: the search space's)  # a public key: these runs release nothing private
 
 
 def features(name: str) -> PreparedFeatures:
@@ -70,13 +71,13 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int) -> 
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
     base = cfg.get("linear_scaling", {})
-    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy}})
+    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": SAMPLING}})
     stages = []
     for k in range(1, lsc.n_stages + 1):
         stages.append(ls.run_stage(trainer, lsc, space, selection, targets, noise, k, stages[-1] if stages else None, False))
     out = {}
     for cap in caps:
-        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap}})
+        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap, "sampling": SAMPLING}})
         results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
         out[cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
     return out
@@ -109,9 +110,12 @@ def main() -> int:
                         "inner products kept to a few %%), to fit 50k x 1280 features into a 2-core budget")
     p.add_argument("--policies", default="min_steps,max_steps", help="r -> (eta, T) decompositions (min_steps: the paper's)")
     p.add_argument("--caps", default="none,2,4,8", help="caps on the extrapolation, multiples of the largest stage pick")
+    p.add_argument("--sampling", default=None, help="the stage trials' r sampling (e.g. stratified_log_uniform)")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
     args = p.parse_args()
+    global SAMPLING
+    SAMPLING = args.sampling
     torch.set_num_threads(1)
     cfg = config(args.config)
     if args.noise_std:

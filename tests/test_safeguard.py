@@ -8,6 +8,7 @@ import pytest
 from dphpo.errors import ConfigError
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
+from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD as RECOMMENDED
 from dphpo.hpo.linear_scaling_plan import Safeguard
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
@@ -113,3 +114,12 @@ def test_the_safeguarded_method_draws_its_own_noise_and_names_itself(digits_feat
     assert [t["r_requested"] for t in paper[0].trials] != [t["r_requested"] for t in safe[0].trials]
     with pytest.raises(ValueError, match="rule"):
         noise_scope(0).extend(rule="a").extend(rule="b")
+
+
+def test_true_is_hashed_as_the_recommended_constants_it_stands_for():
+    base = {"privacy": {"delta": 1e-5, "target_eps": [1], "noise_key_file": "unused"}, "search_space": {}, "training": {},
+            "selection": {}, "baselines": {}}
+    explicit = RECOMMENDED.to_dict()
+    settings = study_config.run_settings(base | {"linear_scaling": {"safeguard": True}})
+    assert settings["linear_scaling"]["safeguard"] == explicit
+    assert settings == study_config.run_settings(base | {"linear_scaling": {"safeguard": explicit}})

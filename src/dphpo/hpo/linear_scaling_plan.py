@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.selection import SelectionRule
-from dphpo.hpo.space import SearchSpace
+from dphpo.hpo.space import R_SAMPLINGS, SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
 
@@ -28,11 +28,16 @@ class Safeguard:
     # the final r is at most this multiple of the largest stage pick: a line through two noisy picks
     # made at a tenth of the budget must not send the release far beyond anything it measured
     max_extrapolation: float | None = None
+    # how the stage trials draw r; overrides search_space.r_sampling. stratified_log_uniform: one draw
+    # in each of n equal slices of the log range, so the n trials of a stage cannot all land in one end
+    sampling: str | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
         if self.decompose is not None and self.decompose not in DECOMPOSE_POLICIES:
             raise ConfigError(f"{key}.decompose: expected one of {', '.join(DECOMPOSE_POLICIES)}, got {self.decompose!r}")
+        if self.sampling is not None and self.sampling not in R_SAMPLINGS:
+            raise ConfigError(f"{key}.sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.sampling!r}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -44,15 +49,17 @@ class Safeguard:
         if not cfg:
             return None
         cap = cfg.get("max_extrapolation")
-        return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap))
+        return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap),
+                   sampling=cfg.get("sampling"))
 
     def to_dict(self) -> dict:
-        return {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
+        out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
+        return out | ({"sampling": self.sampling} if self.sampling else {})
 
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only (experiments/safeguard_constants.py on synthetic_shapes; docs/methods.md).
-RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0)
+RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform")
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,11 @@ class LinearScalingConfig:
         return out | ({"safeguard": self.safeguard.to_dict()} if self.safeguard else {})
 
     def space(self, space: SearchSpace) -> SearchSpace:
-        """The search space the rule decomposes r on: the safeguard's decomposition, if it names one."""
-        if self.safeguard is None or self.safeguard.decompose is None:
+        """The search space of the rule: the safeguard's decomposition and sampling, where it names them."""
+        g = self.safeguard
+        if g is None:
             return space
-        return replace(space, decompose_policy=self.safeguard.decompose)
+        return replace(space, decompose_policy=g.decompose or space.decompose_policy, r_sampling=g.sampling or space.r_sampling)
 
     def bound_r(self, r: float, picks: Sequence[float]) -> float:
         """The safeguard's bound on the extrapolated r (before the search-space clamp)."""

@@ -24,7 +24,7 @@ from dphpo.data.files import FileDataset, dataset_spec, file_section
 from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
-from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, check_budgets
+from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig, check_budgets
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
@@ -110,6 +110,9 @@ def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = 
         settings["public_n_train"] = public_train_size(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
+    ls = settings.get("linear_scaling") or {}
+    if ls.get("safeguard") is True:  # `true` stands for the recommended guards: hash what they are
+        settings["linear_scaling"] = ls | {"safeguard": RECOMMENDED_SAFEGUARD.to_dict()}
     return settings
 
 
