@@ -16,6 +16,7 @@ The recommended guards (docs/methods.md §2a) came from the public MNIST-sized p
         results/features/synthetic_shapes/efficientnet_lite0.h5
     .venv/bin/python experiments/safeguard_constants.py --seeds 3 --project-dim 128 --dataset synthetic_shapes \
         --features results/features/synthetic_shapes/efficientnet_lite0.h5 --policies max_steps,min_steps --caps none,2,4
+    (then --sampling stratified_log_uniform --policies max_steps --caps none,4: the stratified rows)
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ from dphpo.studies.trainers import load_features  # noqa: E402
 from dphpo.studies.validate import validate_config  # noqa: E402
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures  # noqa: E402
 
-PUBLIC_KEY = NoiseKey(bytes(32))
-SAMPLING = None  # --sampling: the stage trials' r sampling (None: the search space's)  # a public key: these runs release nothing private
+PUBLIC_KEY = NoiseKey(bytes(32))  # a public key: these runs release nothing private
 
 
 def features(name: str) -> PreparedFeatures:
@@ -63,7 +63,7 @@ def config(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int) -> dict[float | None, dict[float, float]]:
+def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None) -> dict[float | None, dict[float, float]]:
     """The rule at every target with r -> (eta, T) by `policy`, one final run per cap on the extrapolation
     (None: no cap); the stages, run once, are the same for every cap (the cap is post-processing)."""
     space = SearchSpace.from_config(cfg["search_space"])
@@ -71,13 +71,13 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int) -> 
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
     base = cfg.get("linear_scaling", {})
-    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": SAMPLING}})
+    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": sampling}})
     stages = []
     for k in range(1, lsc.n_stages + 1):
         stages.append(ls.run_stage(trainer, lsc, space, selection, targets, noise, k, stages[-1] if stages else None, False))
     out = {}
     for cap in caps:
-        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap, "sampling": SAMPLING}})
+        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap, "sampling": sampling}})
         results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
         out[cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
     return out
@@ -114,8 +114,6 @@ def main() -> int:
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
     args = p.parse_args()
-    global SAMPLING
-    SAMPLING = args.sampling
     torch.set_num_threads(1)
     cfg = config(args.config)
     if args.noise_std:
@@ -140,7 +138,7 @@ def main() -> int:
         print("random search (one run) | " + summary([run_random(trainer, cfg, s) for s in range(args.seeds)]), flush=True)
     caps = [None if c == "none" else float(c) for c in args.caps.split(",")]
     for policy in args.policies.split(","):
-        runs = [run_rule(trainer, cfg, policy, caps, s) for s in range(args.seeds)]
+        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling) for s in range(args.seeds)]
         for cap in caps:
             print(f"rule {policy} cap={cap} | " + summary([r[cap] for r in runs]), flush=True)
     return 0
