@@ -103,8 +103,11 @@ def pretrained_checkpoint(wildcards):
 
 def data_params(dataset):
     """The options of a dataset's feature job, with the content checksum of the user's own files
-    (per-file digests cached under .snakemake/ by size and mtime: a parse rereads only edited files)."""
-    checksum = content_checksum(config, dataset, Path(".snakemake") / "dphpo-data-checksums")
+    (per-file digests cached under .snakemake/ by size and mtime: a parse rereads only edited files).
+    """
+    checksum = content_checksum(
+        config, dataset, Path(".snakemake") / "dphpo-data-checksums"
+    )
     options = dataset_options(config, dataset)
     return options if checksum is None else options | {"content_sha256": checksum}
 
@@ -181,6 +184,23 @@ def study_outputs():
         + [layout.figure("linear_scaling_accuracy_vs_eps")]
         + layout.tables("hpo_comparison")
         + [layout.figure("hpo_comparison_accuracy_vs_eps")]
+    )
+
+
+def reduce_source(wildcards):
+    """The result a Table 14 variant (`reduce_eps`) redoes at a lower ε: more noise or Poisson
+    subsampling, the source's whole search charged again."""
+    spec = (
+        study_config.variant_config(config, wildcards.variant).get("reduce_eps") or {}
+    )
+    return layout.path(
+        layout.RESULT,
+        dataset=wildcards.dataset,
+        extractor=wildcards.extractor,
+        method="linear_scaling",
+        variant=spec.get("source_variant", "default"),
+        seed=wildcards.seed,
+        eps=layout.eps_label(spec.get("from_eps", 1)),
     )
 
 

@@ -77,23 +77,8 @@ rule nonprivate_reference:
         "../scripts/nonprivate_reference.py"
 
 
-# Panda et al. Table 14: a result's final run redone at a lower total ε (variants with `reduce_eps`):
-# more noise or Poisson subsampling, the source's whole search charged again. One job per ε.
-def reduce_source(wildcards):
-    spec = (
-        study_config.variant_config(config, wildcards.variant).get("reduce_eps") or {}
-    )
-    return layout.path(
-        layout.RESULT,
-        dataset=wildcards.dataset,
-        extractor=wildcards.extractor,
-        method="linear_scaling",
-        variant=spec.get("source_variant", "default"),
-        seed=wildcards.seed,
-        eps=layout.eps_label(spec.get("from_eps", 1)),
-    )
-
-
+# Panda et al. Table 14: a result's final run redone at a lower total ε (variants with `reduce_eps`;
+# its source: reduce_source in common.smk). One job per ε.
 rule linear_scaling_reduce:
     input:
         features=features_h5,
