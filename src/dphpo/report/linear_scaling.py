@@ -99,7 +99,8 @@ def safeguard_notes(results: Sequence[dict]) -> list[str]:
     """One note per safeguarded rule in the table: its guards, and that they cost no privacy."""
     guards = {variant_of(r): r["search"]["config"]["safeguard"] for r in results if r.get("search", {}).get("config", {}).get("safeguard")}
     return [
-        f"rule '{variant}' (linear_scaling.safeguard): r -> (η, T) with the {g.get('decompose') or 'search space'}'s policy"
+        f"rule '{variant}' (linear_scaling.safeguard): r -> (η, T) by {g.get('decompose') or 'the search space policy'}"
+        + (f", stage draws of r {g['sampling']}" if g.get("sampling") else "")
         + (f", final r at most {g['max_extrapolation']:g} × the largest stage pick" if g.get("max_extrapolation") else "")
         + "; post-processing of the released picks: the same stages and ledger entries, no extra privacy cost "
         "(docs/methods.md, 'The safeguarded rule')"
