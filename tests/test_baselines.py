@@ -501,7 +501,8 @@ def test_every_method_declares_its_trainers_and_accountants():
         assert s.trainers and set(s.trainers) <= set(registry.TRAINERS)
         assert s.accountants and set(s.accountants) <= {"gdp", "rdp", "prv"}
     # the language studies' methods: single full-budget runs or the rule, on PRV-accounted fine-tuning
-    assert registry.methods_for("finetune", "prv") == ("linear_scaling", "random_search", "grid_oracle")
+    # (the safeguarded rule is a method only for them: feature studies run it staged, as a variant)
+    assert registry.methods_for("finetune", "prv") == ("linear_scaling", "linear_scaling_safeguarded", "random_search", "grid_oracle")
     assert registry.methods_for("dpzo") == registry.methods_for("finetune")
     assert registry.methods_for("cnn") == ("oso_dpsgd_cnn",)
     assert set(registry.methods_for("linear_head", "gdp")) == set(registry.FEATURE_BASELINES) | {"linear_scaling"}

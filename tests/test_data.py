@@ -168,8 +168,11 @@ def test_registry_names_and_unknown_dataset():
     assert set(DATASETS) >= {"mnist", "digits", "tweets", "cifar10", "cifar100", "fashionmnist", "stl10",
                              "emnist", "svhn"}
     with pytest.raises(DatasetError) as err:
+        load_dataset("imagenet_21k")
+    assert "imagenet_21k" in str(err.value) and "cifar10" in str(err.value) and "tweets" in str(err.value)
+    # a file-backed registry dataset without its files names the key that points at them
+    with pytest.raises(DatasetError, match=r"datasets\.imagenet\.path"):
         load_dataset("imagenet")
-    assert "imagenet" in str(err.value) and "cifar10" in str(err.value) and "tweets" in str(err.value)
 
 
 @pytest.mark.parametrize("name", sorted(torchvision_sets.TORCHVISION_SETS))
