@@ -166,7 +166,7 @@ def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="pretraining.p.arch"):
         pt.check_pretraining_config({"pretraining": {"p": {"arch": "vgg", "public_dataset": "cifar100"}}})
     with pytest.raises(ConfigError, match="public_dataset"):
-        pt.check_pretraining_config({"pretraining": {"p": {"arch": "resnet20", "public_dataset": "imagenet"}}})
+        pt.check_pretraining_config({"pretraining": {"p": {"arch": "resnet20", "public_dataset": "imagenet_21k"}}})
     with pytest.raises(ConfigError, match="width"):
         pt.PretrainConfig.from_config({"arch": "resnet20", "public_dataset": "cifar100", "width": 8}, "p")
     pt.check_pretraining_config({"pretraining": {"p": {"arch": "resnet20", "public_dataset": "cifar100"}}})
