@@ -117,7 +117,7 @@ def test_the_safeguarded_method_draws_its_own_noise_and_names_itself(digits_feat
 
 
 def test_true_is_hashed_as_the_recommended_constants_it_stands_for():
-    base = {"privacy": {"delta": 1e-5, "target_eps": [1], "noise_key_file": "unused"}, "search_space": {}, "training": {},
+    base = {"privacy": {"delta": 1e-5, "target_eps": [1]}, "search_space": {}, "training": {},
             "selection": {}, "baselines": {}}
     explicit = RECOMMENDED.to_dict()
     settings = study_config.run_settings(base | {"linear_scaling": {"safeguard": True}})
