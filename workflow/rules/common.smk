@@ -190,17 +190,17 @@ def study_outputs():
 def reduce_source(wildcards):
     """The result a Table 14 variant (`reduce_eps`) redoes at a lower ε: more noise or Poisson
     subsampling, the source's whole search charged again."""
-    spec = (
-        study_config.variant_config(config, wildcards.variant).get("reduce_eps") or {}
+    spec = study_config.reduce_spec(
+        study_config.variant_config(config, wildcards.variant)
     )
     return layout.path(
         layout.RESULT,
         dataset=wildcards.dataset,
         extractor=wildcards.extractor,
         method="linear_scaling",
-        variant=spec.get("source_variant", "default"),
+        variant=spec["source_variant"],
         seed=wildcards.seed,
-        eps=layout.eps_label(spec.get("from_eps", 1)),
+        eps=layout.eps_label(spec["from_eps"]),
     )
 
 

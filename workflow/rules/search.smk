@@ -100,8 +100,8 @@ rule linear_scaling_reduce:
         settings=lambda w: study_config.run_settings_hash(
             config, w.variant, w.extractor, w.dataset
         ),
-        reduce_eps=lambda w: study_config.variant_config(config, w.variant).get(
-            "reduce_eps"
+        reduce_eps=lambda w: study_config.reduce_spec(
+            study_config.variant_config(config, w.variant)
         ),
     script:
         "../scripts/linear_scaling_reduce.py"

@@ -7,13 +7,13 @@ the dataset's folder itself or hold it under its published name (e.g. data/water
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from dphpo.data.files import files_checksum
 from dphpo.errors import DatasetError
 
 
@@ -49,11 +49,6 @@ def read_rgb(path: Path, size: tuple[int, int] | None, key: str) -> np.ndarray:
 
 
 def files_digest(root: Path, relative: Sequence[str]) -> str:
-    """sha256 over (relative path, bytes) of each listed file, in the order given (the loader's order)."""
-    digest = hashlib.sha256()
-    for rel in relative:
-        data = (Path(root) / rel).read_bytes()
-        name = rel.encode()
-        digest.update(len(name).to_bytes(8, "little") + name + len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return digest.hexdigest()
+    """The content checksum of the listed files (paths relative to `root`): `files_checksum`, the one
+    the user's own data gets too (names and bytes, never location or mtimes)."""
+    return files_checksum(Path(root), [Path(root) / rel for rel in relative])

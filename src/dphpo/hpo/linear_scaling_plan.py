@@ -9,17 +9,15 @@ from dataclasses import dataclass, replace
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.selection import SelectionRule
-from dphpo.hpo.space import R_SAMPLINGS, SearchSpace
+from dphpo.hpo.space import DECOMPOSE_POLICIES, R_SAMPLINGS, SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
-
-DECOMPOSE_POLICIES = ("min_steps", "max_steps")
 
 
 @dataclass(frozen=True)
 class Safeguard:
     """Guards of the safeguarded rule (`linear_scaling.safeguard`; docs/methods.md, "The safeguarded
-    rule"). Both are post-processing of released picks or data-independent choices: no privacy cost.
+    rule"). Each is post-processing of released picks or a data-independent choice: no privacy cost.
     Off (None) leaves the paper's rule exact."""
 
     # r -> (eta, T) of every stage trial and of the final run; overrides search_space.decompose_policy.

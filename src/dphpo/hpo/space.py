@@ -27,6 +27,7 @@ class Decomposed:
 
 
 R_SAMPLINGS = ("log_uniform", "uniform", "stratified_log_uniform")
+DECOMPOSE_POLICIES = ("min_steps", "max_steps")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class SearchSpace:
             raise ConfigError(f"search_space.steps: need a non-empty list of positive integers, got {self.steps}")
         if self.r_sampling not in R_SAMPLINGS:
             raise ConfigError(f"search_space.r_sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.r_sampling!r}")
-        if self.decompose_policy not in ("min_steps", "max_steps"):
+        if self.decompose_policy not in DECOMPOSE_POLICIES:
             raise ConfigError(
                 f"search_space.decompose_policy: expected 'min_steps' or 'max_steps', got {self.decompose_policy!r}"
             )

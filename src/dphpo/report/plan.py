@@ -376,8 +376,8 @@ def plan_table14(p: Paper) -> TablePlan:
     d, e, eps = section["dataset"], section["extractor"], float(section.get("eps", 0.7))
     rows = []
     for v in section["variants"]:
-        spec = (p.variants.get(v) or {}).get("reduce_eps") or {}
-        from_eps = float(spec.get("from_eps", 1))
+        spec = study_config.reduce_spec(p.variants.get(v) or {}) or {}
+        from_eps = spec.get("from_eps", 1.0)
         source = p.source(LS, d, e, spec.get("source_variant", DEFAULT), from_eps)
         run = Source(need=p.variant_need(v) or (None if spec else f"variants.{v}.reduce_eps: define {{how, from_eps}}"))
         if run.ok and source.ok:

@@ -29,6 +29,7 @@ import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
 from dphpo.io import read_json, write_text
+from dphpo.studies.config import DEFAULT_VARIANT
 
 
 @dataclass
@@ -171,9 +172,6 @@ def csv_cell(value: Any) -> Any:
 
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
     return [read_json(p) for p in paths]
-
-
-DEFAULT_VARIANT = "default"
 
 
 def variant_of(record: Mapping) -> str:

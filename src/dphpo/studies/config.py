@@ -142,6 +142,15 @@ def rule_variants(config: dict) -> list[str]:
     return [DEFAULT_VARIANT, *safeguarded]
 
 
+def reduce_spec(variant_cfg: dict) -> dict | None:
+    """A variant's `reduce_eps` block (Panda et al. Table 14) with its defaults filled in: how, from_eps
+    (1) and source_variant (the main study); None when the variant has none."""
+    spec = variant_cfg.get("reduce_eps")
+    if not spec:
+        return None
+    return {"how": spec.get("how"), "from_eps": float(spec.get("from_eps", 1)), "source_variant": spec.get("source_variant", DEFAULT_VARIANT)}
+
+
 def changed_settings(path: str | Path, config: dict) -> list[str]:
     """The run-settings keys whose values differ between what `path` (a stage or result file) was
     computed with and what `config` asks for; [] when they agree. Raises OutputFileError for a file
