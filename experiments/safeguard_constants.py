@@ -63,9 +63,11 @@ def config(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None) -> dict[float | None, dict[float, float]]:
-    """The rule at every target with r -> (eta, T) by `policy`, one final run per cap on the extrapolation
-    (None: no cap); the stages, run once, are the same for every cap (the cap is post-processing)."""
+def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None,
+             fits: tuple[str | None, ...] = (None,)) -> dict[float | None, dict[float, float]]:
+    """The rule at every target with r -> (eta, T) by `policy`, one final run per fit and cap on the
+    extrapolation (None: the paper's line, no cap); the stages, run once, are the same for every fit and
+    cap (both are post-processing)."""
     space = SearchSpace.from_config(cfg["search_space"])
     selection = SelectionRule.from_config(cfg.get("selection", {}))
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
@@ -76,10 +78,12 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sam
     for k in range(1, lsc.n_stages + 1):
         stages.append(ls.run_stage(trainer, lsc, space, selection, targets, noise, k, stages[-1] if stages else None, False))
     out = {}
-    for cap in caps:
-        capped = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "max_extrapolation": cap, "sampling": sampling}})
-        results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
-        out[cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
+    for fit in fits:
+        for cap in caps:
+            guards = {"decompose": policy, "max_extrapolation": cap, "sampling": sampling, "fit": fit}
+            capped = ls.LinearScalingConfig.from_config(base | {"safeguard": guards})
+            results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
+            out[fit, cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
     return out
 
 
@@ -110,6 +114,7 @@ def main() -> int:
                         "inner products kept to a few %%), to fit 50k x 1280 features into a 2-core budget")
     p.add_argument("--policies", default="min_steps,max_steps", help="r -> (eta, T) decompositions (min_steps: the paper's)")
     p.add_argument("--caps", default="none,2,4,8", help="caps on the extrapolation, multiples of the largest stage pick")
+    p.add_argument("--fits", default="line", help="the rule through the stage picks: line (the paper's), origin")
     p.add_argument("--sampling", default=None, help="the stage trials' r sampling (e.g. stratified_log_uniform)")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
@@ -137,10 +142,12 @@ def main() -> int:
     if not args.no_random:
         print("random search (one run) | " + summary([run_random(trainer, cfg, s) for s in range(args.seeds)]), flush=True)
     caps = [None if c == "none" else float(c) for c in args.caps.split(",")]
+    fits = tuple(None if f == "line" else f for f in args.fits.split(","))
     for policy in args.policies.split(","):
-        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling) for s in range(args.seeds)]
-        for cap in caps:
-            print(f"rule {policy} cap={cap} | " + summary([r[cap] for r in runs]), flush=True)
+        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits) for s in range(args.seeds)]
+        for fit in fits:
+            for cap in caps:
+                print(f"rule {policy} fit={fit or 'line'} cap={cap} | " + summary([r[fit, cap] for r in runs]), flush=True)
     return 0
 
 

@@ -3,9 +3,11 @@ clipping and with hooks; the MiniLM top layers on cached states reproduce the se
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from dphpo.tasks.causal_lm import CausalLMTask, small_gpt2
+from dphpo.tasks.causal_lm import CausalLMTask, likelihood_score, small_gpt2
 from dphpo.tasks.models import linearize_conv1d, set_trainable_gpt2
 from dphpo.train.finetune import FinetuneSettings, train_dp
 
@@ -53,11 +55,21 @@ def test_last_block_trains_only_the_last_block_embeddings_and_head():
         assert torch.equal(p, before[n]) == (n not in names)
 
 
-def test_lm_evaluation_is_perplexity_and_token_accuracy():
+def test_lm_evaluation_is_perplexity_and_a_likelihood_score():
     task, _ = tiny_lm_task()
     out = task.evaluate(task.build_model(), "test")
     assert 20 < out["metric"] < 200  # near-uniform over 50 tokens
     assert 0 <= out["score_sum"] <= task.n_test
+    # the score is the perplexity's bounded form: a model with lower perplexity scores higher
+    trained, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.5, steps=20, sigma=0.0,
+                          seed=0, settings=FinetuneSettings(batch_size=12))
+    better = task.evaluate(trained, "test")
+    assert better["metric"] < out["metric"] and better["score_sum"] > out["score_sum"]
+
+
+def test_likelihood_score_is_bounded_by_the_uniform_predictor():
+    nll = torch.tensor([0.0, math.log(50) / 2, math.log(50), 3 * math.log(50)])
+    torch.testing.assert_close(likelihood_score(nll, 50), torch.tensor([1.0, 0.5, 0.0, 0.0]))  # in [0, 1]: sensitivity 1
 
 
 def lora_lm_task(train_layers="all", lora=None):

@@ -76,9 +76,9 @@ def test_stage_two_samples_above_stage_one_pick(digits_features):
 
 
 def test_line_extrapolates_through_stage_points():
-    coeffs = ls.fit_rule([0.1, 0.2], [1.0, 3.0], degree=1)
+    coeffs = ls.LinearScalingConfig().fit([0.1, 0.2], [1.0, 3.0])
     assert np.polyval(coeffs, 0.88) == pytest.approx(1.0 + (0.88 - 0.1) * 20.0)
-    quad = ls.fit_rule([0.1, 0.2, 0.3], [1.0, 2.0, 5.0], degree=2)
+    quad = ls.LinearScalingConfig(stage_eps=(0.1, 0.2, 0.3), degree=2).fit([0.1, 0.2, 0.3], [1.0, 2.0, 5.0])
     assert np.polyval(quad, 0.3) == pytest.approx(5.0)
 
 

@@ -64,9 +64,30 @@ def test_off_records_exactly_what_the_paper_rule_recorded(digits_features):
     assert "safeguard_bound" not in res.search["fit"]
 
 
+def test_the_origin_fit_is_least_squares_through_the_origin():
+    origin = ls.LinearScalingConfig(safeguard=Safeguard(fit="origin"))
+    # picks on a line through the origin: the same line as the paper's
+    assert origin.fit([0.1, 0.2], [10.0, 20.0]) == pytest.approx([100.0, 0.0])
+    # flat picks (a noisy stage): the paper's line stays flat, the origin fit still scales with ε
+    assert ls.LinearScalingConfig().fit([0.1, 0.2], [19.0, 19.0]) == pytest.approx([0.0, 19.0], abs=1e-9)
+    assert origin.fit([0.1, 0.2], [19.0, 19.0]) == pytest.approx([(0.1 * 19 + 0.2 * 19) / 0.05, 0.0])
+
+
+def test_the_origin_fit_is_post_processing_of_the_same_stages(digits_features):
+    paper, origin = run(digits_features, None, seed=1), run(digits_features, Safeguard(fit="origin"), seed=1)
+    for a, b in zip(paper, origin, strict=True):
+        assert a.trials == b.trials and a.search["selected_r"] == b.search["selected_r"]
+        assert b.search["fit"]["coefficients"][1] == 0.0 and b.search["config"]["safeguard"]["fit"] == "origin"
+        assert b.total["eps"] <= b.target_eps * (1 + 1e-12)
+
+
 @pytest.mark.parametrize(
     ("cfg", "key"),
-    [({"decompose": "most"}, "linear_scaling.safeguard.decompose"), ({"max_extrapolation": 0.5}, "linear_scaling.safeguard.max_extrapolation")],
+    [
+        ({"decompose": "most"}, "linear_scaling.safeguard.decompose"),
+        ({"max_extrapolation": 0.5}, "linear_scaling.safeguard.max_extrapolation"),
+        ({"fit": "log"}, "linear_scaling.safeguard.fit"),
+    ],
 )
 def test_bad_safeguard_settings_name_their_key(cfg, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

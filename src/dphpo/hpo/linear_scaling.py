@@ -144,11 +144,6 @@ def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:
         )
 
 
-def fit_rule(points_x: Sequence[float], points_r: Sequence[float], degree: int) -> np.ndarray:
-    """Polynomial coefficients (highest power first) of r(x) through the stage points."""
-    return np.polyfit(np.asarray(points_x, float), np.asarray(points_r, float), deg=degree)
-
-
 def run_final(
     trainer: PrivateTrainer,
     lsc: LinearScalingConfig,
@@ -180,7 +175,7 @@ def run_final(
         eps_f = acc.gaussian_eps(mu_f)
         xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
         rs = [s["selected_r"] for s in searches]
-        coeffs = fit_rule(xs, rs, lsc.degree)
+        coeffs = lsc.fit(xs, rs)
         x_f = eps_f if lsc.fit_in == "eps" else mu_f
         r_extrapolated = float(np.polyval(coeffs, x_f))
         r_guarded = max(r_extrapolated, max(rs)) if lsc.monotone else r_extrapolated

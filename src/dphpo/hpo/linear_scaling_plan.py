@@ -7,11 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from dphpo.errors import ConfigError
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import DECOMPOSE_POLICIES, R_SAMPLINGS, SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
+
+SAFEGUARD_FITS = ("origin",)
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,11 @@ class Safeguard:
     # how the stage trials draw r; overrides search_space.r_sampling. stratified_log_uniform: one draw
     # in each of n equal slices of the log range, so the n trials of a stage cannot all land in one end
     sampling: str | None = None
+    # the rule through the stage picks. origin: r = a·x by least squares through the origin (the linear
+    # scaling law itself, r ∝ ε). The paper's two-point line has slope (r2 - r1)/(x2 - x1), whose noise
+    # is amplified by 1/(x2 - x1) and then extrapolated ~8 stage gaps; a line through the origin needs no
+    # intercept and weights the picks by their budgets. None: the paper's polynomial of linear_scaling.degree
+    fit: str | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -36,6 +45,8 @@ class Safeguard:
             raise ConfigError(f"{key}.decompose: expected one of {', '.join(DECOMPOSE_POLICIES)}, got {self.decompose!r}")
         if self.sampling is not None and self.sampling not in R_SAMPLINGS:
             raise ConfigError(f"{key}.sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.sampling!r}")
+        if self.fit is not None and self.fit not in SAFEGUARD_FITS:
+            raise ConfigError(f"{key}.fit: expected one of {', '.join(SAFEGUARD_FITS)}, got {self.fit!r}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -48,11 +59,12 @@ class Safeguard:
             return None
         cap = cfg.get("max_extrapolation")
         return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap),
-                   sampling=cfg.get("sampling"))
+                   sampling=cfg.get("sampling"), fit=cfg.get("fit"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
-        return out | ({"sampling": self.sampling} if self.sampling else {})
+        # keys appear only when set: results written before an option existed keep their bytes
+        return out | {k: getattr(self, k) for k in ("sampling", "fit") if getattr(self, k)}
 
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
@@ -126,6 +138,13 @@ class LinearScalingConfig:
         if self.safeguard is None or self.safeguard.max_extrapolation is None:
             return r
         return min(r, self.safeguard.max_extrapolation * max(picks))
+
+    def fit(self, xs: Sequence[float], rs: Sequence[float]) -> np.ndarray:
+        """Polynomial coefficients (highest power first) of r(x) through the stage picks."""
+        x, r = np.asarray(xs, float), np.asarray(rs, float)
+        if self.safeguard is not None and self.safeguard.fit == "origin":
+            return np.array([float(x @ r / (x @ x)), 0.0])
+        return np.polyfit(x, r, deg=self.degree)
 
     @property
     def n_stages(self) -> int:

@@ -4,8 +4,11 @@
 Privacy unit: one sequence (a text, truncated to `max_len` tokens, with a leading end-of-text token so
 its first token is predicted too). Per-example loss: the mean next-token negative log-likelihood
 over the sequence's tokens. Metric: perplexity exp(Σ NLL / Σ tokens) over a split. Score released by
-honest selection: a sequence's next-token accuracy (fraction of its tokens predicted correctly), in
-[0, 1].
+honest selection: a sequence's likelihood score 1 - min(NLL, ln V) / ln V in [0, 1], its mean token NLL
+against that of the uniform predictor over the V-token vocabulary (public): the empirical loss Panda et
+al. select by (§3), bounded so that one sequence moves the sum by at most 1. (Next-token accuracy, the
+score before, ranked a model that predicts frequent public-corpus tokens above one with half its
+perplexity on tweets: the selection must measure what the table reports.)
 
 Models: `gpt2` from the hub at a pinned revision (paper rows), or a small GPT-2 pretrained here on
 public text (`pretrain_small_lm`: a byte-level BPE vocabulary and the model trained non-privately on
@@ -107,6 +110,12 @@ def lm_losses(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[
     return (nll * valid).sum(1), (correct * valid).sum(1), valid.sum(1)
 
 
+def likelihood_score(mean_nll: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Per-sequence score in [0, 1]: 1 at zero loss, 0 at or beyond the uniform predictor's ln V."""
+    uniform = math.log(vocab_size)
+    return 1.0 - mean_nll.clamp(0.0, uniform) / uniform
+
+
 def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, private: list[dict] | None = None) -> dict:
     """Non-private pretraining on a public corpus (`language.pretrain.<name>`); writes the checkpoint atomically.
 
@@ -201,6 +210,7 @@ class CausalLMTask:
 
     def __init__(self, model: nn.Module, ids_train, mask_train, ids_test, mask_test, provenance: dict, eval_batch: int = 256):
         self.prototype = model
+        self.vocab_size = int(model.config.vocab_size)  # public: the likelihood score's uniform loss
         self.t = {"ids_train": ids_train, "mask_train": mask_train, "ids_test": ids_test, "mask_test": mask_test}
         self._provenance = provenance
         self.eval_batch = int(eval_batch)
@@ -237,8 +247,8 @@ class CausalLMTask:
         ids, mask = self.t[f"ids_{split}"], self.t[f"mask_{split}"]
         nll_sum = tokens = score = 0.0
         for s in range(0, ids.shape[0], self.eval_batch):
-            nll, correct, n = lm_losses(model, ids[s : s + self.eval_batch], mask[s : s + self.eval_batch])
+            nll, _, n = lm_losses(model, ids[s : s + self.eval_batch], mask[s : s + self.eval_batch])
             nll_sum += float(nll.sum())
             tokens += float(n.sum())
-            score += float((correct / n.clamp_min(1.0)).sum())
+            score += float(likelihood_score(nll / n.clamp_min(1.0), self.vocab_size).sum())
         return {"score_sum": score, "metric": float(np.exp(nll_sum / max(tokens, 1.0)))}

@@ -30,7 +30,7 @@ class TrialOutcome:
 
     models: Any  # released parameters per trial; the linear head keeps a (H, K, d) tensor
     # (H,) Σ over training examples of a per-example score in [0, 1] (1{correct}, or a sequence's
-    # next-token accuracy): sensitivity 1, what honest selection releases with Gaussian noise
+    # likelihood score, or a question's F1): sensitivity 1, what honest selection releases with Gaussian noise
     train_score_sums: np.ndarray
     train_metric: np.ndarray  # (H,) accuracy or perplexity on the training set (recorded, never released)
     test_metric: np.ndarray  # (H,) accuracy or perplexity on the test set (recorded, never selected on)
