@@ -16,7 +16,8 @@ The recommended guards (docs/methods.md §2a) came from the public MNIST-sized p
         results/features/synthetic_shapes/efficientnet_lite0.h5
     .venv/bin/python experiments/safeguard_constants.py --seeds 3 --project-dim 128 --dataset synthetic_shapes \
         --features results/features/synthetic_shapes/efficientnet_lite0.h5 --policies max_steps,min_steps --caps none,2,4
-    (then --sampling stratified_log_uniform --policies max_steps --caps none,4: the stratified rows)
+    (then --sampling stratified_log_uniform --policies max_steps --caps none,4: the stratified rows;
+     then --seeds 8 --sampling stratified_log_uniform --policies max_steps --caps none,4 --fits line,origin)
 """
 
 from __future__ import annotations

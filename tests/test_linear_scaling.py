@@ -158,3 +158,10 @@ def test_stratified_sampling_puts_one_draw_in_each_slice_of_the_log_range():
     assert all_low > 50  # log-uniform: (2/3)^3 ≈ 30 % of searches never try the top third
     with pytest.raises(ConfigError, match="search_space.r_sampling"):
         SearchSpace(eta_min=0.01, eta_max=3.0, eta_num=7, steps=(10,), r_sampling="sobol")
+
+
+def test_log_grid_tries_the_top_of_each_slice_the_range_top_included():
+    space = SearchSpace(eta_min=0.01, eta_max=3.0, eta_num=7, steps=(10, 25, 50, 100), r_sampling="log_grid")
+    for seed in range(3):  # no draw: the same points for every seed
+        np.testing.assert_allclose(space.sample_r(np.random.default_rng(seed), 3), np.geomspace(space.r_min, space.r_max, 4)[1:])
+    np.testing.assert_allclose(space.sample_r(np.random.default_rng(0), 2, lo=1.0, hi=4.0), [2.0, 4.0])

@@ -69,7 +69,7 @@ class Safeguard:
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only (experiments/safeguard_constants.py on synthetic_shapes; docs/methods.md).
-RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform")
+RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin")
 
 
 @dataclass(frozen=True)

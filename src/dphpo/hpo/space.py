@@ -26,7 +26,7 @@ class Decomposed:
         return self.eta * self.steps
 
 
-R_SAMPLINGS = ("log_uniform", "uniform", "stratified_log_uniform")
+R_SAMPLINGS = ("log_uniform", "uniform", "stratified_log_uniform", "log_grid")
 DECOMPOSE_POLICIES = ("min_steps", "max_steps")
 
 
@@ -40,7 +40,8 @@ class SearchSpace:
     steps: tuple[int, ...]
     # "log_uniform" or "uniform" (Panda et al. Alg. 3 samples uniformly); "stratified_log_uniform":
     # one log-uniform draw in each of `size` equal slices of the log range, so n = 3 draws cannot
-    # all land in the low decade (data-independent, so no privacy cost)
+    # all land in the low decade (data-independent, so no privacy cost); "log_grid": no draw, the
+    # upper ends of the `size` equal slices of the log range, so the range's top is always tried
     r_sampling: str = "log_uniform"
     decompose_policy: str = "min_steps"  # or "max_steps"
 
@@ -94,7 +95,9 @@ class SearchSpace:
         if self.r_sampling == "uniform":
             return rng.uniform(lo, hi, size)
         u = rng.uniform(0.0, 1.0, size)
-        if self.r_sampling == "stratified_log_uniform":
+        if self.r_sampling == "log_grid":
+            u = (np.arange(size) + 1.0) / size
+        elif self.r_sampling == "stratified_log_uniform":
             u = (np.arange(size) + u) / size
         return np.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
 

@@ -101,6 +101,7 @@ def safeguard_notes(results: Sequence[dict]) -> list[str]:
     return [
         f"rule '{variant}' (linear_scaling.safeguard): r -> (η, T) by {g.get('decompose') or 'the search space policy'}"
         + (f", stage draws of r {g['sampling']}" if g.get("sampling") else "")
+        + (", r = a·ε fitted through the origin" if g.get("fit") == "origin" else "")
         + (f", final r at most {g['max_extrapolation']:g} × the largest stage pick" if g.get("max_extrapolation") else "")
         + "; post-processing of the released picks: the same stages and ledger entries, no extra privacy cost "
         "(docs/methods.md, 'The safeguarded rule')"
