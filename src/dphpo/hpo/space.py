@@ -54,7 +54,7 @@ class SearchSpace:
             raise ConfigError(f"search_space.r_sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.r_sampling!r}")
         if self.decompose_policy not in DECOMPOSE_POLICIES:
             raise ConfigError(
-                f"search_space.decompose_policy: expected 'min_steps' or 'max_steps', got {self.decompose_policy!r}"
+                f"search_space.decompose_policy: expected one of {', '.join(DECOMPOSE_POLICIES)}, got {self.decompose_policy!r}"
             )
 
     @classmethod
@@ -94,11 +94,12 @@ class SearchSpace:
             lo, hi = hi, lo
         if self.r_sampling == "uniform":
             return rng.uniform(lo, hi, size)
-        u = rng.uniform(0.0, 1.0, size)
-        if self.r_sampling == "log_grid":
+        if self.r_sampling == "log_grid":  # no draw
             u = (np.arange(size) + 1.0) / size
-        elif self.r_sampling == "stratified_log_uniform":
-            u = (np.arange(size) + u) / size
+        else:
+            u = rng.uniform(0.0, 1.0, size)
+            if self.r_sampling == "stratified_log_uniform":
+                u = (np.arange(size) + u) / size
         return np.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))
 
     def decompose(self, r: float) -> Decomposed:
