@@ -65,7 +65,7 @@ def config(path: Path) -> dict:
 
 
 def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None,
-             fits: tuple[str | None, ...] = (None,)) -> dict[float | None, dict[float, float]]:
+             fits: tuple[str | None, ...] = (None,), margin: float | None = None) -> dict[float | None, dict[float, float]]:
     """The rule at every target with r -> (eta, T) by `policy`, one final run per fit and cap on the
     extrapolation (None: the paper's line, no cap); the stages, run once, are the same for every fit and
     cap (both are post-processing)."""
@@ -74,14 +74,18 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sam
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
     base = cfg.get("linear_scaling", {})
-    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": sampling}})
+    # the informative test changes the stages (the untrained model's release, stage 2's range): run per margin
+    tested = {"fit": "origin", "informative_margin": margin} if margin is not None else {}
+    lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": sampling} | tested})
     stages = []
     for k in range(1, lsc.n_stages + 1):
         stages.append(ls.run_stage(trainer, lsc, space, selection, targets, noise, k, stages[-1] if stages else None, False))
     out = {}
     for fit in fits:
         for cap in caps:
-            guards = {"decompose": policy, "max_extrapolation": cap, "sampling": sampling, "fit": fit}
+            if margin is not None and fit != "origin":
+                continue  # the informative test needs the fit through the origin
+            guards = {"decompose": policy, "max_extrapolation": cap, "sampling": sampling, "fit": fit} | tested
             capped = ls.LinearScalingConfig.from_config(base | {"safeguard": guards})
             results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
             out[fit, cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
@@ -117,11 +121,16 @@ def main() -> int:
     p.add_argument("--caps", default="none,2,4,8", help="caps on the extrapolation, multiples of the largest stage pick")
     p.add_argument("--fits", default="line", help="the rule through the stage picks: line (the paper's), origin")
     p.add_argument("--sampling", default=None, help="the stage trials' r sampling (e.g. stratified_log_uniform)")
+    p.add_argument("--margin", type=float, default=None,
+                   help="safeguard.informative_margin: stage picks must beat the untrained model by this many std (needs --fits origin)")
+    p.add_argument("--eps", default=None, help="target eps values, comma-separated (default: the config's)")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
     args = p.parse_args()
     torch.set_num_threads(1)
     cfg = config(args.config)
+    if args.eps:
+        cfg["privacy"]["target_eps"] = [float(e) for e in args.eps.split(",")]
     if args.noise_std:
         cfg["selection"]["noise_std"] = args.noise_std
     key_file = Path("/tmp/dphpo-public-experiment.key")
@@ -145,10 +154,11 @@ def main() -> int:
     caps = [None if c == "none" else float(c) for c in args.caps.split(",")]
     fits = tuple(None if f == "line" else f for f in args.fits.split(","))
     for policy in args.policies.split(","):
-        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits) for s in range(args.seeds)]
-        for fit in fits:
-            for cap in caps:
-                print(f"rule {policy} fit={fit or 'line'} cap={cap} | " + summary([r[fit, cap] for r in runs]), flush=True)
+        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits, args.margin) for s in range(args.seeds)]
+        for key in runs[0]:
+            fit, cap = key
+            label = f"rule {policy} fit={fit or 'line'} cap={cap}" + (f" margin={args.margin:g}" if args.margin is not None else "")
+            print(f"{label} | " + summary([r[key] for r in runs]), flush=True)
     return 0
 
 

@@ -138,3 +138,15 @@ def test_trainer_protocol_outcome_and_accounting_match_prv_accountant():
     assert eps == pytest.approx(direct, rel=1e-6)
     sigma = acc.sigma_for_eps(1.0, 50)
     assert acc.standalone_eps(sigma, 50) <= 1.0 < acc.standalone_eps(sigma * 0.99, 50)
+
+
+def test_the_null_model_of_a_task_without_one_is_the_untrained_model():
+    from dphpo.studies.trainers import run_accountant
+
+    task = TinyTask(n=40)
+    s = FinetuneSettings(batch_size=8)
+    trainer = FinetuneTrainer(task, run_accountant(s.sample_rate(task.n_train), delta=1e-5), s, task.n_train)
+    untrained = task.evaluate(task.build_model(), "train")
+    assert trainer.null_scores() == (untrained["score_sum"], untrained["score_sum"], untrained["metric"])
+    task.null_scores = lambda: (1.0, 2.0, 0.5)  # a task that names its null model (a classifier: the majority label)
+    assert trainer.null_scores() == (1.0, 2.0, 0.5)

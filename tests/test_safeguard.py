@@ -4,6 +4,7 @@ and leave the paper's rule exact when off."""
 import math
 
 import pytest
+import torch
 
 from dphpo.errors import ConfigError
 from dphpo.hpo import linear_scaling as ls
@@ -81,12 +82,69 @@ def test_the_origin_fit_is_post_processing_of_the_same_stages(digits_features):
         assert b.total["eps"] <= b.target_eps * (1 + 1e-12)
 
 
+TESTED = Safeguard(fit="origin", informative_margin=2.0)
+
+
+def test_picks_that_beat_the_null_model_are_fitted_and_its_release_is_accounted(digits_features):
+    for res in run(digits_features, TESTED):
+        fit = res.search["fit"]
+        # digits at eps >= 0.1 learn far above the majority label's 10 %: every pick counts
+        assert fit["informative"] == [True, True] and not fit["fallback_r_max"]
+        assert fit["null_score"] < min(t["score"] for t in res.trials)
+        null = [e for e in res.ledger.entries if e.what.startswith("null model")]
+        assert len(null) == 1 and null[0].mu_total == pytest.approx(1 / SELECTION.noise_std)
+        assert res.total["eps"] <= res.target_eps * (1 + 1e-12)
+        assert math.isclose(res.total["eps"], res.target_eps, rel_tol=1e-6)
+    # the same stages, picks and fit as without the test; only the final budget pays for the release
+    for a, b in zip(run(digits_features, Safeguard(fit="origin")), run(digits_features, TESTED), strict=True):
+        assert a.trials == b.trials and a.search["fit"]["coefficients"] == b.search["fit"]["coefficients"]
+        assert b.search["fit"]["x_final"] < a.search["fit"]["x_final"]
+
+
+def test_stages_at_chance_fall_back_to_the_largest_r_and_search_the_whole_range(digits_features):
+    # a margin no pick can clear stands for trials at chance (MiniLM at eps = 0.1, docs/methods.md §2a)
+    lsc = ls.LinearScalingConfig(safeguard=Safeguard(fit="origin", informative_margin=1e6))
+    trainer = LinearHeadTrainer(digits_features, TrainSettings())
+    stages = [ls.run_stage(trainer, lsc, SPACE, SELECTION, TARGETS, noise_scope(3), 1, progress=False)]
+    stages.append(ls.run_stage(trainer, lsc, SPACE, SELECTION, TARGETS, noise_scope(3), 2, stages[0], progress=False))
+    for search in stages[1]["searches"]:
+        assert search["informative"] is False
+        # stage 1's pick bounds nothing: stage 2 draws from the whole range, not [r_1, 0.2·r_max]
+        whole = SPACE.sample_r(noise_scope(3).rng(ls.METHOD, 2, search["key"]), lsc.n_trials)
+        assert [t["r_requested"] for t in search["trials"]] == pytest.approx(list(whole))
+    for res in ls.run_final(trainer, lsc, SPACE, SELECTION, TARGETS, noise_scope(3), stages, progress=False):
+        assert res.search["fit"]["fallback_r_max"] and res.released["r"] == pytest.approx(SPACE.r_max)
+        assert res.total["eps"] <= res.target_eps * (1 + 1e-12)
+
+
+def test_the_null_model_predicts_the_majority_label_and_exact_scores_need_no_margin(digits_features):
+    train, test, acc = LinearHeadTrainer(digits_features, TrainSettings()).null_scores()
+    counts = torch.bincount(digits_features.y_train, minlength=10)
+    label = int(counts.argmax())
+    assert train == counts.max() and test == int((digits_features.y_test == label).sum())
+    assert acc == pytest.approx(test / len(digits_features.y_test))
+    lsc = ls.LinearScalingConfig(safeguard=TESTED)
+    assert lsc.informative(141.0, 140.0, SelectionRule(rule="train_nonprivate"))
+    assert not lsc.informative(140.0, 140.0, SelectionRule(rule="train_nonprivate"))
+    # noisy scores: the difference of two releases has std sqrt(2)·noise_std
+    assert not lsc.informative(140.0 + 2 * 50 * math.sqrt(2) - 1, 140.0, SELECTION)
+    assert lsc.informative(140.0 + 2 * 50 * math.sqrt(2) + 1, 140.0, SELECTION)
+
+
+def test_the_plan_charges_the_untrained_release_before_any_training():
+    plain = ls.check_budgets(ls.LinearScalingConfig(safeguard=Safeguard(fit="origin")), SELECTION, [1.0], 1e-5)
+    tested = ls.check_budgets(ls.LinearScalingConfig(safeguard=TESTED), SELECTION, [1.0], 1e-5)
+    assert tested[1.0]["final_mu"] < plain[1.0]["final_mu"]
+
+
 @pytest.mark.parametrize(
     ("cfg", "key"),
     [
         ({"decompose": "most"}, "linear_scaling.safeguard.decompose"),
         ({"max_extrapolation": 0.5}, "linear_scaling.safeguard.max_extrapolation"),
         ({"fit": "log"}, "linear_scaling.safeguard.fit"),
+        ({"informative_margin": -1, "fit": "origin"}, "linear_scaling.safeguard.informative_margin"),
+        ({"informative_margin": 2}, "linear_scaling.safeguard.informative_margin"),  # needs fit: origin
     ],
 )
 def test_bad_safeguard_settings_name_their_key(cfg, key):

@@ -28,8 +28,8 @@ import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
-from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, check_budgets, search_key
-from dphpo.hpo.selection import SelectionRule, select_best
+from dphpo.hpo.linear_scaling_plan import NULL_RELEASE, LinearScalingConfig, check_budgets, search_key
+from dphpo.hpo.selection import SelectionRule, release_scores, select_best
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import sample_rate_for_remaining
 from dphpo.privacy.ledger import Ledger
@@ -62,7 +62,7 @@ def run_stage(
     check_budgets(lsc, selection, targets, delta)
     _check_accounting(lsc, acc)
     space = lsc.space(space)
-    prev_pick = {s["key"]: s["selected_r"] for s in previous["searches"]} if previous else {}
+    prev = {s["key"]: s for s in previous["searches"]} if previous else {}
     searches: dict[str, dict] = {}
     for target in targets:
         key = search_key(lsc, target)
@@ -73,10 +73,11 @@ def run_stage(
     for key, search in searches.items():
         search["mu"] = acc.mu_for_eps(search["eps"])
         rng = noise.rng(METHOD, stage, key)
-        if stage > 1 and lsc.later_stage_range == "above_previous":
+        # a previous pick no better than the null model bounds nothing: search the whole range
+        if stage > 1 and lsc.later_stage_range == "above_previous" and prev[key].get("informative", True):
             # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
             # range would point downwards, so it extends to r_max instead.
-            lo = prev_pick[key]
+            lo = prev[key]["selected_r"]
             hi = lsc.later_stage_cap * space.r_max
             r_values = space.sample_r(rng, lsc.n_trials, lo=lo, hi=hi if hi > lo else space.r_max)
         else:
@@ -126,6 +127,9 @@ def run_stage(
             trial["score"] = float(score)
         search["selected"] = best
         search["selected_r"] = search["trials"][best]["r"]
+        if lsc.tests_informative:
+            search["null"] = _null_model(trainer, key, selection, noise, ledger) if stage == 1 else prev[key]["null"]
+            search["informative"] = lsc.informative(float(scores[best]), search["null"]["score"], selection)
         search["ledger"] = ledger.to_dict(delta)
     return {
         "method": METHOD,
@@ -134,6 +138,14 @@ def run_stage(
         "selection": selection.describe(),
         "searches": list(searches.values()),
     }
+
+
+def _null_model(trainer: PrivateTrainer, key: str, selection: SelectionRule, noise: NoiseScope, ledger: Ledger) -> dict:
+    """The null model's released score (charged to stage 1's `ledger`, as one more trial's) and its test metric."""
+    train_sum, test_sum, test_metric = trainer.null_scores()
+    score = release_scores(selection, train_scores=np.array([train_sum]), test_scores=np.array([test_sum]),
+                           rng=noise.rng(METHOD, NULL_RELEASE, key), ledger=ledger, what=NULL_RELEASE)
+    return {"score": float(score[0]), f"test_{trainer.metric}": test_metric}
 
 
 def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:
@@ -175,11 +187,19 @@ def run_final(
         eps_f = acc.gaussian_eps(mu_f)
         xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
         rs = [s["selected_r"] for s in searches]
-        coeffs = lsc.fit(xs, rs)
         x_f = eps_f if lsc.fit_in == "eps" else mu_f
-        r_extrapolated = float(np.polyval(coeffs, x_f))
-        r_guarded = max(r_extrapolated, max(rs)) if lsc.monotone else r_extrapolated
-        r_bounded = lsc.bound_r(r_guarded, rs)
+        # the picks that beat the null model (all of them without the informative test)
+        informative = [s.get("informative", True) for s in searches]
+        xs_fit = [x for x, keep in zip(xs, informative) if keep]
+        rs_fit = [r for r, keep in zip(rs, informative) if keep]
+        if rs_fit:
+            coeffs = lsc.fit(xs_fit, rs_fit)
+            r_extrapolated = float(np.polyval(coeffs, x_f))
+            r_guarded = max(r_extrapolated, max(rs_fit)) if lsc.monotone else r_extrapolated
+            r_bounded = lsc.bound_r(r_guarded, rs_fit)
+        else:  # no stage learned anything: r grows with ε (the rule's premise) and nothing measured bounds it
+            coeffs = np.zeros(0)
+            r_extrapolated = r_guarded = r_bounded = space.r_max
         r_star = space.clamp_r(r_bounded)
         dec = space.decompose(r_star)
         plans.append(
@@ -203,7 +223,9 @@ def run_final(
                     "r_clamped": r_star,
                     "clamped": not math.isclose(r_star, r_extrapolated),
                 }
-                | ({"safeguard_bound": r_bounded, "bounded": r_bounded != r_guarded} if lsc.safeguard else {}),
+                | ({"safeguard_bound": r_bounded, "bounded": r_bounded != r_guarded} if lsc.safeguard else {})
+                | ({"informative": informative, "null_score": searches[0]["null"]["score"],
+                    "fallback_r_max": not rs_fit} if lsc.tests_informative else {}),
                 "searches": searches,
             }
         )

@@ -16,6 +16,8 @@ from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
 
 SAFEGUARD_FITS = ("origin",)
+#: the ledger entry of the null model's released score (`Safeguard.informative_margin`)
+NULL_RELEASE = "null model"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,15 @@ class Safeguard:
     # is amplified by 1/(x2 - x1) and then extrapolated ~8 stage gaps; a line through the origin needs no
     # intercept and weights the picks by their budgets. None: the paper's polynomial of linear_scaling.degree
     fit: str | None = None
+    # a stage pick counts only if its released score beats the null model's by this many standard
+    # deviations of the difference of two noisy scores. The null model learns nothing from the inputs
+    # (a classifier: the majority label; a language model: the pretrained one, untouched); its score is
+    # released once, noised like a trial's, and charged. Where every stage trial ends at chance, the
+    # pick is noise, and a line through it can release a model that learns nothing (docs/methods.md §2a, cause 6).
+    # A stage without an informative pick drops out of the fit and lets the next stage search the whole
+    # range; with none left the final run takes r_max (the rule's premise: r grows with ε). Needs fit:
+    # origin (it fits any number of picks). None: every pick counts (the paper's rule)
+    informative_margin: float | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -47,6 +58,11 @@ class Safeguard:
             raise ConfigError(f"{key}.sampling: expected one of {', '.join(R_SAMPLINGS)}, got {self.sampling!r}")
         if self.fit is not None and self.fit not in SAFEGUARD_FITS:
             raise ConfigError(f"{key}.fit: expected one of {', '.join(SAFEGUARD_FITS)}, got {self.fit!r}")
+        if self.informative_margin is not None:
+            if not self.informative_margin >= 0:
+                raise ConfigError(f"{key}.informative_margin: must be >= 0 (standard deviations), got {self.informative_margin}")
+            if self.fit != "origin":
+                raise ConfigError(f"{key}.informative_margin: needs {key}.fit: origin (a fit through any number of picks), got fit {self.fit!r}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -57,19 +73,21 @@ class Safeguard:
             return RECOMMENDED_SAFEGUARD
         if not cfg:
             return None
-        cap = cfg.get("max_extrapolation")
+        cap, margin = cfg.get("max_extrapolation"), cfg.get("informative_margin")
         return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap),
-                   sampling=cfg.get("sampling"), fit=cfg.get("fit"))
+                   sampling=cfg.get("sampling"), fit=cfg.get("fit"),
+                   informative_margin=None if margin is None else float(margin))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit") if getattr(self, k)}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin") if getattr(self, k) is not None}
 
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only (experiments/safeguard_constants.py on synthetic_shapes; docs/methods.md).
-RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin")
+RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin",
+                                 informative_margin=2.0)
 
 
 @dataclass(frozen=True)
@@ -147,6 +165,19 @@ class LinearScalingConfig:
         return np.polyfit(x, r, deg=self.degree)
 
     @property
+    def tests_informative(self) -> bool:
+        """Whether stage picks must beat the null model (`Safeguard.informative_margin`)."""
+        return self.safeguard is not None and self.safeguard.informative_margin is not None
+
+    def informative(self, pick_score: float, null_score: float, selection: SelectionRule) -> bool:
+        """Whether a stage pick's released score beats the null model's by the margin (in standard
+        deviations of the difference of two released scores: 0 for exact, non-private scores)."""
+        if not self.tests_informative:
+            return True
+        noise_std = selection.noise_std if selection.mu_per_release > 0 else 0.0
+        return pick_score - null_score > self.safeguard.informative_margin * noise_std * 2**0.5
+
+    @property
     def n_stages(self) -> int:
         return len(self.stage_eps)
 
@@ -167,6 +198,8 @@ def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, ta
         ledger.add(f"stage {k} trials", mu=planner.mu_for_eps(eps_k), count=lsc.n_trials, standalone_eps=eps_k)
         if selection.mu_per_release > 0:
             ledger.add(f"stage {k} selection", mu=selection.mu_per_release, count=lsc.n_trials)
+            if k == 1 and lsc.tests_informative:
+                ledger.add(NULL_RELEASE, mu=selection.mu_per_release, count=1)
     return ledger
 
 

@@ -74,6 +74,23 @@ def select_best(
 
     train_scores / test_scores / validation_scores: each trial's score sums (higher is better).
     """
+    scores = release_scores(rule, train_scores=train_scores, test_scores=test_scores, rng=rng, ledger=ledger,
+                            what=what, validation_scores=validation_scores)
+    return int(np.argmax(scores)), scores
+
+
+def release_scores(
+    rule: SelectionRule,
+    *,
+    train_scores: np.ndarray,
+    test_scores: np.ndarray,
+    rng: np.random.Generator,
+    ledger: Ledger,
+    what: str,
+    validation_scores: np.ndarray | None = None,
+) -> np.ndarray:
+    """The scores `rule` releases for these trials (noisy counts under the private rule, charged to
+    `ledger`); `select_best` picks the largest."""
     train_scores = np.asarray(train_scores, dtype=np.float64)
     if rule.rule == "noisy_train_accuracy":
         scores = train_scores + rng.normal(0.0, rule.noise_std, size=train_scores.shape)
@@ -92,4 +109,4 @@ def select_best(
         scores = np.asarray(test_scores, dtype=np.float64)
     else:
         scores = train_scores
-    return int(np.argmax(scores)), scores
+    return scores

@@ -26,6 +26,7 @@ from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions, sha256_bytes
 from dphpo.tasks.models import LORA_TARGETS, apply_lora, load_encoder
+from dphpo.train.protocol import majority_label_scores
 
 
 class TopLayersClassifier(nn.Module):
@@ -156,6 +157,10 @@ class SequenceClassificationTask:
 
     def build_model(self) -> TopLayersClassifier:
         return copy.deepcopy(self.prototype)
+
+    def null_scores(self) -> tuple[float, float, float]:
+        """The majority label's train and test counts and test accuracy (`PrivateTrainer.null_scores`)."""
+        return majority_label_scores(self.t["y_train"], self.t["y_test"], self.num_classes)
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
         logits = module(self.t["h_train"][idx], self.t["mask_train"][idx])

@@ -24,7 +24,7 @@ from dphpo.privacy.accountant import (
     make_accountant,
 )
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
-from dphpo.train.protocol import TrialOutcome
+from dphpo.train.protocol import TrialOutcome, majority_label_scores
 
 
 @dataclass(frozen=True)
@@ -213,6 +213,10 @@ class LinearHeadTrainer:
 
     def save_model(self, outcome: TrialOutcome, index: int, path) -> None:
         save_weights(outcome.models[index], path)
+
+    def null_scores(self) -> tuple[float, float, float]:
+        f = self.features
+        return majority_label_scores(f.y_train, f.y_test, f.num_classes)
 
     def with_batch_size(self, batch_size: int | None) -> LinearHeadTrainer:
         """The same trainer with Poisson batches of expected size `batch_size` (q = B/N_pub, the declared

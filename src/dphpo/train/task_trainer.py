@@ -59,6 +59,15 @@ class TaskTrainer:
             desc=desc,
         )
 
+    def null_scores(self) -> tuple[float, float, float]:
+        """The task's null model where it names one (a classifier: the majority label), else the untrained
+        model: for a pretrained language model, what it scores before it reads any private text."""
+        if hasattr(self.task, "null_scores"):
+            return self.task.null_scores()
+        model = self.task.build_model().eval()
+        train, test = self.task.evaluate(model, "train"), self.task.evaluate(model, "test")
+        return float(train["score_sum"]), float(test["score_sum"]), float(test["metric"])
+
     def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
         if not len(eta) == len(steps) == len(sigma) == len(seeds):
             raise ValueError("eta, steps, sigma and seeds must have the same length")
