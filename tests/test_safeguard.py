@@ -131,6 +131,31 @@ def test_the_null_model_predicts_the_majority_label_and_exact_scores_need_no_mar
     assert lsc.informative(140.0 + 2 * 50 * math.sqrt(2) + 1, 140.0, SELECTION)
 
 
+def test_the_tie_margin_picks_the_largest_r_the_noise_cannot_tell_from_the_best():
+    lsc = ls.LinearScalingConfig(safeguard=Safeguard(tie_margin=1.0))
+    gap = 50 * math.sqrt(2)  # one std of the difference of two released scores
+    rs = [0.1, 1.0, 10.0]
+    assert lsc.pick([500.0, 500.0 - gap + 1, 100.0], rs, SELECTION) == 1  # within: the larger r
+    assert lsc.pick([500.0, 500.0 - gap - 1, 100.0], rs, SELECTION) == 0  # beyond: the best
+    assert lsc.pick([100.0, 500.0, 499.0], rs, SELECTION) == 2
+    assert ls.LinearScalingConfig().pick([500.0, 499.0, 100.0], rs, SELECTION) == 0  # the paper: the best
+    assert lsc.pick([500.0, 499.0], [1.0, 2.0], SelectionRule(rule="train_nonprivate")) == 0  # exact scores
+
+
+def test_the_tie_margin_is_post_processing_of_the_released_scores(digits_features):
+    paper, tied = run(digits_features, None, seed=4), run(digits_features, Safeguard(tie_margin=3.0), seed=4)
+    assert any(a.search["selected_r"] != b.search["selected_r"] for a, b in zip(paper, tied)), "no tie to break"
+    for a, b in zip(paper, tied, strict=True):
+        stage1 = [t for t in a.trials if t["stage"] == 1]
+        assert stage1 == [t for t in b.trials if t["stage"] == 1]  # the same draws and released scores
+        for k, pick in enumerate(b.search["selected_r"], start=1):
+            trials = [t for t in b.trials if t["stage"] == k]
+            best = max(t["score"] for t in trials)
+            assert pick == max(t["r"] for t in trials if t["score"] >= best - 3.0 * 50 * math.sqrt(2))
+        assert [e.mu_total for e in a.ledger.entries[:-1]] == [e.mu_total for e in b.ledger.entries[:-1]]
+        assert b.total["eps"] <= b.target_eps * (1 + 1e-12)
+
+
 def test_the_plan_charges_the_untrained_release_before_any_training():
     plain = ls.check_budgets(ls.LinearScalingConfig(safeguard=Safeguard(fit="origin")), SELECTION, [1.0], 1e-5)
     tested = ls.check_budgets(ls.LinearScalingConfig(safeguard=TESTED), SELECTION, [1.0], 1e-5)
@@ -145,6 +170,7 @@ def test_the_plan_charges_the_untrained_release_before_any_training():
         ({"fit": "log"}, "linear_scaling.safeguard.fit"),
         ({"informative_margin": -1, "fit": "origin"}, "linear_scaling.safeguard.informative_margin"),
         ({"informative_margin": 2}, "linear_scaling.safeguard.informative_margin"),  # needs fit: origin
+        ({"tie_margin": -0.5}, "linear_scaling.safeguard.tie_margin"),
     ],
 )
 def test_bad_safeguard_settings_name_their_key(cfg, key):

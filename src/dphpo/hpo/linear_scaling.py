@@ -29,7 +29,7 @@ import numpy as np
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.linear_scaling_plan import NULL_RELEASE, LinearScalingConfig, check_budgets, search_key
-from dphpo.hpo.selection import SelectionRule, release_scores, select_best
+from dphpo.hpo.selection import SelectionRule, release_scores
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import sample_rate_for_remaining
 from dphpo.privacy.ledger import Ledger
@@ -115,7 +115,7 @@ def run_stage(
         ledger = Ledger(search.pop("entries"))
         for i, trial in enumerate(search["trials"]):
             trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
-        best, scores = select_best(
+        scores = release_scores(
             selection,
             train_scores=outcome.train_score_sums[idx],
             test_scores=outcome.test_score_sums[idx],
@@ -125,6 +125,7 @@ def run_stage(
         )
         for trial, score in zip(search["trials"], scores):
             trial["score"] = float(score)
+        best = lsc.pick(scores, [t["r"] for t in search["trials"]], selection)
         search["selected"] = best
         search["selected_r"] = search["trials"][best]["r"]
         if lsc.tests_informative:

@@ -49,6 +49,12 @@ class Safeguard:
     # range; with none left the final run takes r_max (the rule's premise: r grows with ε). Needs fit:
     # origin (it fits any number of picks). None: every pick counts (the paper's rule)
     informative_margin: float | None = None
+    # a stage picks the largest r whose released score is within this many standard deviations (of the
+    # difference of two noisy scores) of the best one. Accuracy is scale-invariant, so at a stage budget
+    # trials of very different r score alike and the best noisy score points at an r by chance; among
+    # trials the noise cannot tell apart, the rule's premise (r grows with ε, and the final run has 5-10x
+    # the stage budget) favours the largest. Post-processing of the released scores. None: the best score
+    tie_margin: float | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -63,6 +69,8 @@ class Safeguard:
                 raise ConfigError(f"{key}.informative_margin: must be >= 0 (standard deviations), got {self.informative_margin}")
             if self.fit != "origin":
                 raise ConfigError(f"{key}.informative_margin: needs {key}.fit: origin (a fit through any number of picks), got fit {self.fit!r}")
+        if self.tie_margin is not None and not self.tie_margin >= 0:
+            raise ConfigError(f"{key}.tie_margin: must be >= 0 (standard deviations), got {self.tie_margin}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -73,21 +81,19 @@ class Safeguard:
             return RECOMMENDED_SAFEGUARD
         if not cfg:
             return None
-        cap, margin = cfg.get("max_extrapolation"), cfg.get("informative_margin")
-        return cls(decompose=cfg.get("decompose"), max_extrapolation=None if cap is None else float(cap),
-                   sampling=cfg.get("sampling"), fit=cfg.get("fit"),
-                   informative_margin=None if margin is None else float(margin))
+        number = lambda k: None if cfg.get(k) is None else float(cfg[k])  # noqa: E731
+        return cls(decompose=cfg.get("decompose"), max_extrapolation=number("max_extrapolation"), sampling=cfg.get("sampling"),
+                   fit=cfg.get("fit"), informative_margin=number("informative_margin"), tie_margin=number("tie_margin"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin") if getattr(self, k) is not None}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin") if getattr(self, k) is not None}
 
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only (experiments/safeguard_constants.py on synthetic_shapes; docs/methods.md).
-RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin",
-                                 informative_margin=2.0)
+RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin")
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,16 @@ class LinearScalingConfig:
             return True
         noise_std = selection.noise_std if selection.mu_per_release > 0 else 0.0
         return pick_score - null_score > self.safeguard.informative_margin * noise_std * 2**0.5
+
+    def pick(self, scores: Sequence[float], rs: Sequence[float], selection: SelectionRule) -> int:
+        """The stage pick: the best released score, or with `Safeguard.tie_margin` the largest r among the
+        trials whose scores the noise cannot tell from the best."""
+        best = int(np.argmax(scores))
+        if self.safeguard is None or self.safeguard.tie_margin is None:
+            return best
+        noise_std = selection.noise_std if selection.mu_per_release > 0 else 0.0
+        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.safeguard.tie_margin * noise_std * 2**0.5]
+        return max(tied, key=lambda i: rs[i])
 
     @property
     def n_stages(self) -> int:
