@@ -60,22 +60,9 @@ class SelectionRule:
         return asdict(self) | {"private": self.private, "label": self.label}
 
 
-def select_best(
-    rule: SelectionRule,
-    *,
-    train_scores: np.ndarray,
-    test_scores: np.ndarray,
-    rng: np.random.Generator,
-    ledger: Ledger,
-    what: str,
-    validation_scores: np.ndarray | None = None,
-) -> tuple[int, np.ndarray]:
-    """Index of the best trial and the scores it was chosen by; charges `ledger` for private reads.
-
-    train_scores / test_scores / validation_scores: each trial's score sums (higher is better).
-    """
-    scores = release_scores(rule, train_scores=train_scores, test_scores=test_scores, rng=rng, ledger=ledger,
-                            what=what, validation_scores=validation_scores)
+def select_best(rule: SelectionRule, **released) -> tuple[int, np.ndarray]:
+    """Index of the best trial and the scores it was chosen by (`release_scores`, whose keywords these are)."""
+    scores = release_scores(rule, **released)
     return int(np.argmax(scores)), scores
 
 
@@ -90,7 +77,10 @@ def release_scores(
     validation_scores: np.ndarray | None = None,
 ) -> np.ndarray:
     """The scores `rule` releases for these trials (noisy counts under the private rule, charged to
-    `ledger`); `select_best` picks the largest."""
+    `ledger`); `select_best` picks the largest.
+
+    train_scores / test_scores / validation_scores: each trial's score sums (higher is better).
+    """
     train_scores = np.asarray(train_scores, dtype=np.float64)
     if rule.rule == "noisy_train_accuracy":
         scores = train_scores + rng.normal(0.0, rule.noise_std, size=train_scores.shape)
