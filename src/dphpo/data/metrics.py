@@ -8,7 +8,10 @@
   (lowercase, punctuation and the articles a/an/the removed, whitespace collapsed), the maximum over
   the gold answers, and an unanswerable question's gold answer the empty string.
 
-Every number here is computed on test data and released as such: nothing divides by a private count.
+- A classifier's null model, the majority training label (the linear rule's `informative_margin`).
+
+Every number here but the null model's train count is computed on test data and released as such;
+that count is private and released only noised. Nothing divides by a private count.
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
         raise DatasetError(f"{len(predictions)} predictions for {len(labels)} labels")
     return float((predictions == labels).mean()) if len(labels) else float("nan")
 
+
+def majority_label_scores(y_train, y_test, num_classes: int) -> tuple[float, float, float]:
+    """A classifier's null model: the most frequent training label, predicted for every example. Its
+    train count is the largest class count: private (sensitivity 1 under add/remove), released only
+    noised, by the caller (`dphpo.hpo.linear_scaling`); its test count and accuracy. Labels: integer
+    arrays or (CPU or GPU) tensors."""
+    train, test = (np.asarray(y.cpu() if hasattr(y, "cpu") else y).ravel() for y in (y_train, y_test))
+    counts = np.bincount(train, minlength=num_classes)
+    label = int(counts.argmax())
+    return float(counts[label]), float(np.sum(test == label)), float(np.mean(test == label))
 
 def group_accuracies(predictions: np.ndarray, labels: np.ndarray, groups: np.ndarray, names: Sequence[str]) -> dict[str, float]:
     """Accuracy within each group that has test examples (`groups[i]` indexes `names`)."""

@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.data.metrics import majority_label_scores
 from dphpo.data.text import load_text
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions, sha256_bytes
 from dphpo.tasks.models import LORA_TARGETS, apply_lora, load_encoder
-from dphpo.train.protocol import majority_label_scores
 
 
 class TopLayersClassifier(nn.Module):

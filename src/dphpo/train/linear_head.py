@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dphpo.data.metrics import majority_label_scores
 from dphpo.io import atomic_path
 from dphpo.privacy.accountant import (
     RunAccountant,
@@ -24,7 +25,7 @@ from dphpo.privacy.accountant import (
     make_accountant,
 )
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
-from dphpo.train.protocol import TrialOutcome, majority_label_scores
+from dphpo.train.protocol import TrialOutcome
 
 
 @dataclass(frozen=True)

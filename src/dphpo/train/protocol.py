@@ -69,15 +69,6 @@ class PrivateTrainer(Protocol):
     def null_scores(self) -> tuple[float, float, float]: ...
 
 
-def majority_label_scores(y_train, y_test, num_classes: int) -> tuple[float, float, float]:
-    """A classifier's null model: the most frequent training label, predicted for every example. Its
-    train count is the largest class count (sensitivity 1 under add/remove); its test count and accuracy.
-    Labels: integer arrays or (CPU or GPU) tensors."""
-    train, test = (np.asarray(y.cpu() if hasattr(y, "cpu") else y).ravel() for y in (y_train, y_test))
-    counts = np.bincount(train, minlength=num_classes)
-    label = int(counts.argmax())
-    return float(counts[label]), float(np.sum(test == label)), float(np.mean(test == label))
-
 
 def best_index(metric: str, values: Sequence[float]) -> int:
     """Index of the best value of `metric` (argmax for accuracy, argmin for perplexity; first on ties)."""
