@@ -75,7 +75,7 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sam
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
     base = cfg.get("linear_scaling", {})
-    # the informative test and the tie margin change the stages (the untrained model's release, stage 2's range): run per margin
+    # the informative test and the tie margin change the stages (the null model's release, stage 2's range): run per margin
     tested = ({"fit": "origin", "informative_margin": margin} if margin is not None else {}) | (
         {"tie_margin": tie_margin} if tie_margin is not None else {})
     lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": sampling} | tested})
@@ -124,7 +124,7 @@ def main() -> int:
     p.add_argument("--fits", default="line", help="the rule through the stage picks: line (the paper's), origin")
     p.add_argument("--sampling", default=None, help="the stage trials' r sampling (e.g. stratified_log_uniform)")
     p.add_argument("--margin", type=float, default=None,
-                   help="safeguard.informative_margin: stage picks must beat the untrained model by this many std (needs --fits origin)")
+                   help="safeguard.informative_margin: stage picks must beat the null model by this many std (needs --fits origin)")
     p.add_argument("--tie-margin", type=float, default=None,
                    help="safeguard.tie_margin: each stage picks the largest r within this many std of the best score")
     p.add_argument("--eps", default=None, help="target eps values, comma-separated (default: the config's)")

@@ -46,6 +46,7 @@ def majority_label_scores(y_train, y_test, num_classes: int) -> tuple[float, flo
     label = int(counts.argmax())
     return float(counts[label]), float(np.sum(test == label)), float(np.mean(test == label))
 
+
 def group_accuracies(predictions: np.ndarray, labels: np.ndarray, groups: np.ndarray, names: Sequence[str]) -> dict[str, float]:
     """Accuracy within each group that has test examples (`groups[i]` indexes `names`)."""
     predictions, labels, groups = np.asarray(predictions), np.asarray(labels), np.asarray(groups)

@@ -109,6 +109,7 @@ def run_stage(
             owner.append(key)
 
     outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
+    null_exact = trainer.null_scores() if stage == 1 and lsc.tests_informative else None
     owner_arr = np.asarray(owner)
     for key, search in searches.items():
         idx = np.flatnonzero(owner_arr == key)
@@ -129,7 +130,7 @@ def run_stage(
         search["selected"] = best
         search["selected_r"] = search["trials"][best]["r"]
         if lsc.tests_informative:
-            search["null"] = _null_model(trainer, key, selection, noise, ledger) if stage == 1 else prev[key]["null"]
+            search["null"] = _null_release(null_exact, trainer.metric, key, selection, noise, ledger) if stage == 1 else prev[key]["null"]
             search["informative"] = lsc.informative(float(scores[best]), search["null"]["score"], selection)
         search["ledger"] = ledger.to_dict(delta)
     return {
@@ -141,12 +142,14 @@ def run_stage(
     }
 
 
-def _null_model(trainer: PrivateTrainer, key: str, selection: SelectionRule, noise: NoiseScope, ledger: Ledger) -> dict:
-    """The null model's released score (charged to stage 1's `ledger`, as one more trial's) and its test metric."""
-    train_sum, test_sum, test_metric = trainer.null_scores()
+def _null_release(null_exact: tuple[float, float, float], metric: str, key: str, selection: SelectionRule,
+                  noise: NoiseScope, ledger: Ledger) -> dict:
+    """The null model's released score for search `key` (charged to its stage-1 `ledger`, as one more
+    trial's) and its test metric; `null_exact`: `PrivateTrainer.null_scores()`."""
+    train_sum, test_sum, test_metric = null_exact
     score = release_scores(selection, train_scores=np.array([train_sum]), test_scores=np.array([test_sum]),
                            rng=noise.rng(METHOD, NULL_RELEASE, key), ledger=ledger, what=NULL_RELEASE)
-    return {"score": float(score[0]), f"test_{trainer.metric}": test_metric}
+    return {"score": float(score[0]), f"test_{metric}": test_metric}
 
 
 def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:

@@ -180,8 +180,7 @@ class LinearScalingConfig:
         deviations of the difference of two released scores: 0 for exact, non-private scores)."""
         if not self.tests_informative:
             return True
-        noise_std = selection.noise_std if selection.mu_per_release > 0 else 0.0
-        return pick_score - null_score > self.safeguard.informative_margin * noise_std * 2**0.5
+        return pick_score - null_score > self.safeguard.informative_margin * selection.difference_std
 
     def pick(self, scores: Sequence[float], rs: Sequence[float], selection: SelectionRule) -> int:
         """The stage pick: the best released score, or with `Safeguard.tie_margin` the largest r among the
@@ -189,8 +188,7 @@ class LinearScalingConfig:
         best = int(np.argmax(scores))
         if self.safeguard is None or self.safeguard.tie_margin is None:
             return best
-        noise_std = selection.noise_std if selection.mu_per_release > 0 else 0.0
-        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.safeguard.tie_margin * noise_std * 2**0.5]
+        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.safeguard.tie_margin * selection.difference_std]
         return max(tied, key=lambda i: rs[i])
 
     @property

@@ -53,6 +53,11 @@ class SelectionRule:
         return 1.0 / self.noise_std if self.rule == "noisy_train_accuracy" else 0.0
 
     @property
+    def difference_std(self) -> float:
+        """Std of the difference of two released scores: √2·σ_s under the noisy rule, 0 for exact scores."""
+        return self.noise_std * 2**0.5 if self.rule == "noisy_train_accuracy" else 0.0
+
+    @property
     def label(self) -> str:
         return (PRIVATE_RULES | NONPRIVATE_RULES)[self.rule]
 

@@ -69,7 +69,6 @@ class PrivateTrainer(Protocol):
     def null_scores(self) -> tuple[float, float, float]: ...
 
 
-
 def best_index(metric: str, values: Sequence[float]) -> int:
     """Index of the best value of `metric` (argmax for accuracy, argmin for perplexity; first on ties)."""
     values = np.asarray(values, dtype=np.float64)
