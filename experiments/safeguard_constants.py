@@ -18,6 +18,8 @@ The recommended guards (docs/methods.md §2a) came from the public MNIST-sized p
         --features results/features/synthetic_shapes/efficientnet_lite0.h5 --policies max_steps,min_steps --caps none,2,4
     (then --sampling stratified_log_uniform --policies max_steps --caps none,4: the stratified rows;
      then --seeds 8 --sampling stratified_log_uniform --policies max_steps --caps none,4 --fits line,origin)
+The tie margin's value came from the language proxy, config/language_proxy.yaml (MiniLM on tweets its
+study never reads: the workflow's own method runs); `--tie-margin` here checked it costs nothing on this one.
 """
 
 from __future__ import annotations

@@ -154,6 +154,29 @@ def test_sentence_pairs_are_encoded_as_pairs():
     assert a != b
 
 
+def test_exclude_leaves_out_another_studys_texts_by_index_before_subsampling():
+    import pytest
+
+    from dphpo.data.text import load_text, split_indices
+    from dphpo.errors import ConfigError
+
+    study = {"name": "tweets", "max_train": 300, "max_test": 50}
+    proxy = {"name": "tweets", "max_train": 300, "max_test": 50, "exclude": {"max_train": 300, "max_test": 50}}
+    tr, te = split_indices(1000, 200, study)
+    ptr, pte = split_indices(1000, 200, proxy)
+    assert len(ptr) == 300 and len(pte) == 50
+    assert not set(tr) & set(ptr) and not set(te) & set(pte)  # disjoint by index
+    # without exclude the same sizes and seed would draw an overlapping subset
+    assert set(split_indices(1000, 200, {"name": "tweets", "max_train": 300, "max_test": 50, "subsample_seed": 1})[0]) & set(tr)
+    # a partition is applied first, then the other study's texts are left out of it
+    part = split_indices(1000, 200, {"name": "tweets", "partition": [1, 2], "exclude": {"partition": [1, 2], "max_train": 100}})[0]
+    assert len(part) == 400 and all(i % 2 == 1 for i in part)
+    loaded = load_text(proxy)
+    assert loaded.source["exclude"] == {"max_train": 300, "max_test": 50} and len(loaded.train) == 300
+    with pytest.raises(ConfigError, match="data.exclude: expected a data spec of the same corpus 'tweets'"):
+        split_indices(1000, 200, {"name": "tweets", "exclude": {"name": "python_docs"}})
+
+
 def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     import pytest
 
@@ -176,3 +199,33 @@ def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     spec = {"name": "s", "task": "causal_lm", "model": {"pretrain": "lm"}, "data": {"name": "tweets", "max_train": 100}, "methods": []}
     with pytest.raises(ConfigError, match="language.studies.s.data: the public pretraining corpus of 'lm' includes 'tweets'"):
         check_language_study(config, spec)
+
+
+def test_language_proxy_repeats_the_minilm_study_on_tweets_it_never_reads():
+    """config/language_proxy.yaml (where the safeguard's constants for language classifiers are
+    chosen) layered over the embedded config validates, and its study is MiniLM's on disjoint tweets."""
+    import copy
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import update_config
+
+    from dphpo.data.text import split_indices
+    from dphpo.data.tweets import load_tweets
+    from dphpo.studies.validate import validate_config
+
+    repo = Path(__file__).resolve().parents[1]
+    embedded = yaml.safe_load((repo / "config" / "paper_embedded.yaml").read_text())
+    overlay = yaml.safe_load((repo / "config" / "language_proxy.yaml").read_text())
+    config = copy.deepcopy(embedded)
+    update_config(config, copy.deepcopy(overlay))
+    validate_config(config, repo / "workflow" / "schemas" / "config.schema.yaml")
+    (proxy,) = overlay["language"]["studies"]
+    study = next(s for s in embedded["language"]["studies"] if s["name"] == "tweets_minilm_last1")
+    same = ("task", "model", "training", "overrides")
+    assert {k: proxy[k] for k in same} == {k: study[k] for k in same}
+    assert proxy["data"]["exclude"] == {k: v for k, v in study["data"].items() if k != "name"}
+    tweets = load_tweets()
+    sizes = len(tweets.train_inputs), len(tweets.test_inputs)
+    (ptr, pte), (tr, te) = split_indices(*sizes, proxy["data"]), split_indices(*sizes, study["data"])
+    assert len(ptr) == len(tr) and not set(ptr) & set(tr) and not set(pte) & set(te)

@@ -221,6 +221,27 @@ def test_the_safeguarded_method_draws_its_own_noise_and_names_itself(digits_feat
         noise_scope(0).extend(rule="a").extend(rule="b")
 
 
+def test_a_language_studys_safeguard_leaves_its_paper_rule_exact(digits_features):
+    """A language study's `overrides.linear_scaling.safeguard` configures `linear_scaling_safeguarded`;
+    the row labelled the paper's rule runs without it."""
+    guards = {"decompose": "max_steps", "max_extrapolation": 4, "sampling": "stratified_log_uniform", "fit": "origin", "tie_margin": 1}
+    config = {
+        "privacy": {"target_eps": TARGETS},
+        "search_space": {"eta": {"min": 0.01, "max": 2.0, "num": 5}, "steps": [5, 10, 20, 40]},
+        "selection": {"rule": "noisy_train_accuracy", "noise_std": 50.0},
+        "linear_scaling": {"n_trials": 3, "safeguard": guards},
+    }
+    paper_cfg = study_config.language_method_config(config, "linear_scaling")
+    assert paper_cfg["linear_scaling"] == {"n_trials": 3} and config["linear_scaling"]["safeguard"] == guards
+    assert study_config.language_method_config(config, ls.SAFEGUARDED) is config
+    trainer = LinearHeadTrainer(digits_features, TrainSettings())
+    paper = ls.run_from_config(trainer, paper_cfg, noise_scope(0))
+    assert "safeguard" not in paper[0].search["config"]
+    assert paper[0].search["config"] == ls.run_from_config(trainer, {**config, "linear_scaling": {}}, noise_scope(0))[0].search["config"]
+    safe = ls.run_safeguarded_from_config(trainer, config, noise_scope(0))
+    assert safe[0].search["config"]["safeguard"] == Safeguard.from_config(guards).to_dict()
+
+
 def test_true_is_hashed_as_the_recommended_constants_it_stands_for():
     base = {"privacy": {"delta": 1e-5, "target_eps": [1]}, "search_space": {}, "training": {},
             "selection": {}, "baselines": {}}
@@ -228,3 +249,18 @@ def test_true_is_hashed_as_the_recommended_constants_it_stands_for():
     settings = study_config.run_settings(base | {"linear_scaling": {"safeguard": True}})
     assert settings["linear_scaling"]["safeguard"] == explicit
     assert settings == study_config.run_settings(base | {"linear_scaling": {"safeguard": explicit}})
+
+
+def test_a_language_safeguarded_job_hashes_the_guards_it_runs(monkeypatch):
+    """The language method `linear_scaling_safeguarded` runs the recommended guards unless its study
+    sets others: its settings (what reruns it) hold them, so new recommended constants rerun it."""
+    study = {"name": "s", "task": "classification", "methods": ["linear_scaling", ls.SAFEGUARDED], "overrides": {}}
+    config = {"language": {"studies": [study]}, "privacy": {"delta": 1e-5, "target_eps": [1]}, "linear_scaling": {}}
+    settings = study_config.language_settings(config, "s", ls.SAFEGUARDED)
+    assert settings["safeguard"] == RECOMMENDED.to_dict() and "noise_key" in settings
+    paper = study_config.language_settings(config, "s", "linear_scaling")
+    assert "safeguard" not in paper and study_config.language_settings(config, "s") == {k: paper[k] for k in ("study", "base")}
+    monkeypatch.setattr("dphpo.hpo.linear_scaling_plan.RECOMMENDED_SAFEGUARD", Safeguard(decompose="max_steps"))
+    assert study_config.language_settings(config, "s", ls.SAFEGUARDED)["safeguard"] == {"decompose": "max_steps", "max_extrapolation": None}
+    study["overrides"] = {"linear_scaling": {"safeguard": {"decompose": "min_steps", "tie_margin": 2}}}
+    assert study_config.language_settings(config, "s", ls.SAFEGUARDED)["safeguard"]["tie_margin"] == 2.0

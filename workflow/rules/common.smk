@@ -336,15 +336,9 @@ def language_cache_settings(name):
     return {"model": spec["model"], "data": spec["data"]}
 
 
-def language_settings_hash(name):
-    """What a language job computes from: its study entry and the shared sections it merges over."""
-    spec = study_config.language_study(config, name)
-    return config_hash(
-        {
-            "study": spec,
-            "base": {k: config.get(k) for k in study_config.RUN_SETTINGS_KEYS},
-        }
-    )
+def language_settings_hash(name, method=None):
+    """What a language job computes from (dphpo.studies.config.language_settings)."""
+    return config_hash(study_config.language_settings(config, name, method))
 
 
 def language_table_inputs(wildcards):

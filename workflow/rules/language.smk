@@ -68,7 +68,7 @@ for _study in study_config.language_studies(config):
             **rule_resources("language_method", mem_mb=16000, runtime=240),
         params:
             study=_study,
-            settings=language_settings_hash(_study),
+            settings=lambda w, study=_study: language_settings_hash(study, w.method),
         script:
             "../scripts/language_method.py"
 

@@ -102,17 +102,30 @@ def load_text(spec: dict) -> TextSplits:
         splits = load_hf_text(name[3:], spec)
     else:
         raise ConfigError(f"language.studies[].data.name: unknown corpus {name!r}; known: tweets, python_docs, hf:<path>")
-    tr = partition(len(splits.train), spec.get("partition"))
-    te = partition(len(splits.test), spec.get("partition"))
-    tr = tr[subsample(len(tr), spec.get("max_train"), seed)]
-    te = te[subsample(len(te), spec.get("max_test"), seed + 1)]
+    tr, te = split_indices(len(splits.train), len(splits.test), spec)
     splits.train = [splits.train[i] for i in tr]
     splits.test = [splits.test[i] for i in te]
     if splits.y_train is not None:
         splits.y_train, splits.y_test = splits.y_train[tr], splits.y_test[te]
     splits.source |= {"max_train": spec.get("max_train"), "max_test": spec.get("max_test"), "subsample_seed": seed,
-                      "partition": spec.get("partition")}
+                      "partition": spec.get("partition")} | ({"exclude": spec["exclude"]} if spec.get("exclude") else {})
     return splits
+
+
+def split_indices(n_train: int, n_test: int, spec: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The train and test indices a data spec keeps: its partition, less the texts `exclude` (a data
+    spec of the same corpus) would keep, then subsampled to max_train/max_test. Only sizes and seeds
+    enter, so a public proxy can take texts disjoint from a private study's without reading them."""
+    seed = int(spec.get("subsample_seed", 0))
+    tr, te = partition(n_train, spec.get("partition")), partition(n_test, spec.get("partition"))
+    other = spec.get("exclude")
+    if other:
+        if other.get("name", spec.get("name")) != spec.get("name") or other.get("exclude"):
+            raise ConfigError(f"data.exclude: expected a data spec of the same corpus {spec.get('name')!r} "
+                              f"without an exclude of its own, got {other}")
+        drop_tr, drop_te = split_indices(n_train, n_test, other | {"name": spec.get("name")})
+        tr, te = np.setdiff1d(tr, drop_tr), np.setdiff1d(te, drop_te)
+    return tr[subsample(len(tr), spec.get("max_train"), seed)], te[subsample(len(te), spec.get("max_test"), seed + 1)]
 
 
 def partition(n_total: int, part: list | None) -> np.ndarray:

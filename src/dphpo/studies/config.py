@@ -24,7 +24,7 @@ from dphpo.data.files import FileDataset, dataset_spec, file_section
 from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
-from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig, check_budgets
+from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig, Safeguard, check_budgets
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
@@ -352,6 +352,29 @@ def language_config(config: dict, spec: dict, n_train: int | None = None) -> dic
     delta = merged["privacy"].get("delta", 1e-5)
     merged["privacy"]["delta"] = resolve_delta(delta, n_train, where) if n_train is not None else delta
     return merged
+
+
+def language_settings(config: dict, name: str, method: str | None = None) -> dict:
+    """What a language job computes from: its study entry and the shared sections it merges over; for
+    a private `method`, the noise key's fingerprint too (another key draws other noise), and for
+    `linear_scaling_safeguarded` its guards as they stand: none set (or `true`) means the recommended
+    ones, so new recommended constants rerun it. `method` None: the non-private reference."""
+    settings = {"study": language_study(config, name), "base": {k: config.get(k) for k in RUN_SETTINGS_KEYS}}
+    if method is not None:
+        settings["noise_key"] = key_from_config(config).fingerprint()
+    if method == "linear_scaling_safeguarded":
+        guards = (language_config(config, settings["study"]).get("linear_scaling") or {}).get("safeguard") or True
+        settings["safeguard"] = Safeguard.from_config(guards).to_dict()
+    return settings
+
+
+def language_method_config(cfg: dict, method: str) -> dict:
+    """A language study's merged config as `method` reads it: `linear_scaling` is the paper's rule,
+    exact, so the study's `linear_scaling.safeguard` (the settings of `linear_scaling_safeguarded`)
+    is dropped for it; other methods read the config as is."""
+    if method != "linear_scaling" or "safeguard" not in (cfg.get("linear_scaling") or {}):
+        return cfg
+    return cfg | {"linear_scaling": {k: v for k, v in cfg["linear_scaling"].items() if k != "safeguard"}}
 
 
 def check_language_plan(config: dict, spec: dict) -> None:

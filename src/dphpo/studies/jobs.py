@@ -50,6 +50,7 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
     as the output lists are) write result.json (the release), the model and the internal log."""
     spec = study_config.language_study(config, name)
     trainer, cfg = build_trainer(config, spec, source)
+    cfg = study_config.language_method_config(cfg, method)
     noise = key_from_config(config).scope(study=name, seed=int(seed))
     outcomes = hpo.run_method(method, trainer, cfg, noise, progress=True)
     releases = []
