@@ -28,7 +28,13 @@ import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
-from dphpo.hpo.linear_scaling_plan import NULL_RELEASE, LinearScalingConfig, check_budgets, search_key
+from dphpo.hpo.linear_scaling_plan import (
+    NULL_RELEASE,
+    LinearScalingConfig,
+    check_budgets,
+    safeguarded_section,
+    search_key,
+)
 from dphpo.hpo.selection import SelectionRule, release_scores
 from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.accountant import sample_rate_for_remaining
@@ -390,7 +396,6 @@ def run_from_config(trainer: PrivateTrainer, config: dict, noise: NoiseScope, pr
 def run_safeguarded_from_config(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     """The safeguarded rule as a method of its own (language studies list it beside `linear_scaling`):
     the config's `linear_scaling.safeguard`, else the recommended guards; noise of its own scope."""
-    section = dict(config.get("linear_scaling") or {})
-    section["safeguard"] = section.get("safeguard") or True
+    section = safeguarded_section(config.get("linear_scaling"))
     results = run_from_config(trainer, config | {"linear_scaling": section}, noise.extend(rule="safeguarded"), progress)
     return [dataclasses.replace(r, method=SAFEGUARDED) for r in results]

@@ -99,6 +99,14 @@ RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, 
                                   tie_margin=1.0)
 
 
+def safeguarded_section(section: dict | None) -> dict:
+    """The `linear_scaling` section as the safeguarded method runs it: its `safeguard`, else (absent or
+    false) the recommended guards. What the job runs and what its settings hash hold, in one place."""
+    section = dict(section or {})
+    section["safeguard"] = section.get("safeguard") or True
+    return section
+
+
 @dataclass(frozen=True)
 class LinearScalingConfig:
     n_trials: int = 3

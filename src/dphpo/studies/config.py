@@ -24,7 +24,13 @@ from dphpo.data.files import FileDataset, dataset_spec, file_section
 from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
-from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig, Safeguard, check_budgets
+from dphpo.hpo.linear_scaling_plan import (
+    RECOMMENDED_SAFEGUARD,
+    LinearScalingConfig,
+    Safeguard,
+    check_budgets,
+    safeguarded_section,
+)
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
@@ -363,7 +369,7 @@ def language_settings(config: dict, name: str, method: str | None = None) -> dic
     if method is not None:
         settings["noise_key"] = key_from_config(config).fingerprint()
     if method == "linear_scaling_safeguarded":
-        guards = (language_config(config, settings["study"]).get("linear_scaling") or {}).get("safeguard") or True
+        guards = safeguarded_section(language_config(config, settings["study"]).get("linear_scaling"))["safeguard"]
         settings["safeguard"] = Safeguard.from_config(guards).to_dict()
     return settings
 
