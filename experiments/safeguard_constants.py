@@ -68,7 +68,7 @@ def config(path: Path) -> dict:
 
 def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None,
              fits: tuple[str | None, ...] = (None,), margin: float | None = None,
-             tie_margin: float | None = None) -> dict[float | None, dict[float, float]]:
+             tie_margin: float | None = None, stage_cap: float | None = None) -> dict[float | None, dict[float, float]]:
     """The rule at every target with r -> (eta, T) by `policy`, one final run per fit and cap on the
     extrapolation (None: the paper's line, no cap); the stages, run once, are the same for every fit and
     cap (both are post-processing)."""
@@ -77,9 +77,10 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sam
     targets = [float(e) for e in cfg["privacy"]["target_eps"]]
     noise = PUBLIC_KEY.scope(study="safeguard", seed=seed)
     base = cfg.get("linear_scaling", {})
-    # the informative test and the tie margin change the stages (the null model's release, stage 2's range): run per margin
+    # the informative test, the tie margin and the stage cap change the stages (the null model's release, stage 2's range)
     tested = ({"fit": "origin", "informative_margin": margin} if margin is not None else {}) | (
-        {"tie_margin": tie_margin} if tie_margin is not None else {})
+        {"tie_margin": tie_margin} if tie_margin is not None else {}) | (
+        {"later_stage_cap": stage_cap} if stage_cap is not None else {})
     lsc = ls.LinearScalingConfig.from_config(base | {"safeguard": {"decompose": policy, "sampling": sampling} | tested})
     stages = []
     for k in range(1, lsc.n_stages + 1):
@@ -129,6 +130,8 @@ def main() -> int:
                    help="safeguard.informative_margin: stage picks must beat the null model by this many std (needs --fits origin)")
     p.add_argument("--tie-margin", type=float, default=None,
                    help="safeguard.tie_margin: each stage picks the largest r within this many std of the best score")
+    p.add_argument("--later-stage-cap", type=float, default=None,
+                   help="safeguard.later_stage_cap: stage 2 samples [r1, this x r_max] (the paper's 0.2)")
     p.add_argument("--eps", default=None, help="target eps values, comma-separated (default: the config's)")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
@@ -160,11 +163,13 @@ def main() -> int:
     caps = [None if c == "none" else float(c) for c in args.caps.split(",")]
     fits = tuple(None if f == "line" else f for f in args.fits.split(","))
     for policy in args.policies.split(","):
-        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits, args.margin, args.tie_margin) for s in range(args.seeds)]
+        runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits, args.margin, args.tie_margin,
+                         args.later_stage_cap) for s in range(args.seeds)]
         for key in runs[0]:
             fit, cap = key
             label = (f"rule {policy} fit={fit or 'line'} cap={cap}" + (f" margin={args.margin:g}" if args.margin is not None else "")
-                     + (f" tie={args.tie_margin:g}" if args.tie_margin is not None else ""))
+                     + (f" tie={args.tie_margin:g}" if args.tie_margin is not None else "")
+                     + (f" stage_cap={args.later_stage_cap:g}" if args.later_stage_cap is not None else ""))
             print(f"{label} | " + summary([r[key] for r in runs]), flush=True)
     return 0
 

@@ -156,6 +156,19 @@ def test_the_tie_margin_is_post_processing_of_the_released_scores(digits_feature
         assert b.total["eps"] <= b.target_eps * (1 + 1e-12)
 
 
+def test_the_safeguard_cap_widens_stage_2_and_keeps_stage_1(digits_features):
+    paper, lifted = run(digits_features, None, seed=1), run(digits_features, Safeguard(later_stage_cap=1.0), seed=1)
+    for a, b in zip(paper, lifted, strict=True):
+        assert [t for t in a.trials if t["stage"] == 1] == [t for t in b.trials if t["stage"] == 1]
+        r1 = b.search["selected_r"][0]
+        stage2 = [[t["r_requested"] for t in res.trials if t["stage"] == 2] for res in (a, b)]
+        assert all(r1 <= r <= 0.2 * SPACE.r_max for r in stage2[0]) or r1 > 0.2 * SPACE.r_max
+        assert all(r1 <= r <= SPACE.r_max for r in stage2[1])
+        assert stage2[0] != stage2[1]  # the same draws, spread over the wider range
+        assert [e.mu_total for e in a.ledger.entries[:-1]] == [e.mu_total for e in b.ledger.entries[:-1]]
+    assert lifted[0].search["config"]["safeguard"]["later_stage_cap"] == 1.0
+
+
 def test_the_plan_charges_the_untrained_release_before_any_training():
     plain = ls.check_budgets(ls.LinearScalingConfig(safeguard=Safeguard(fit="origin")), SELECTION, [1.0], 1e-5)
     tested = ls.check_budgets(ls.LinearScalingConfig(safeguard=TESTED), SELECTION, [1.0], 1e-5)
@@ -171,6 +184,8 @@ def test_the_plan_charges_the_untrained_release_before_any_training():
         ({"informative_margin": -1, "fit": "origin"}, "linear_scaling.safeguard.informative_margin"),
         ({"informative_margin": 2}, "linear_scaling.safeguard.informative_margin"),  # needs fit: origin
         ({"tie_margin": -0.5}, "linear_scaling.safeguard.tie_margin"),
+        ({"later_stage_cap": 0}, "linear_scaling.safeguard.later_stage_cap"),
+        ({"later_stage_cap": 1.5}, "linear_scaling.safeguard.later_stage_cap"),
     ],
 )
 def test_bad_safeguard_settings_name_their_key(cfg, key):

@@ -84,7 +84,7 @@ def run_stage(
             # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
             # range would point downwards, so it extends to r_max instead.
             lo = prev[key]["selected_r"]
-            hi = lsc.later_stage_cap * space.r_max
+            hi = lsc.stage_cap * space.r_max
             r_values = space.sample_r(rng, lsc.n_trials, lo=lo, hi=hi if hi > lo else space.r_max)
         else:
             r_values = space.sample_r(rng, lsc.n_trials)

@@ -104,6 +104,7 @@ def safeguard_notes(results: Sequence[dict]) -> list[str]:
         + (", r = a·ε fitted through the origin" if g.get("fit") == "origin" else "")
         + (f", final r at most {g['max_extrapolation']:g} × the largest stage pick" if g.get("max_extrapolation") else "")
         + (f", stage picks the largest r within {g['tie_margin']:g} std of the best score" if g.get("tie_margin") is not None else "")
+        + (f", stage 2 searches up to {g['later_stage_cap']:g}·r_max" if g.get("later_stage_cap") is not None else "")
         + (f", stage picks count only {g['informative_margin']:g} std above the null model's (r_max if none does)"
            if g.get("informative_margin") is not None else "")
         + ("; post-processing of the released picks but for the null model's one noisy score, in the ledger"
