@@ -68,7 +68,7 @@ def config(path: Path) -> dict:
 
 def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sampling: str | None = None,
              fits: tuple[str | None, ...] = (None,), margin: float | None = None,
-             tie_margin: float | None = None, stage_cap: float | None = None) -> dict[float | None, dict[float, float]]:
+             tie_margin: float | None = None, stage_cap: float | None = None, beyond_grid: bool = False) -> dict[float | None, dict[float, float]]:
     """The rule at every target with r -> (eta, T) by `policy`, one final run per fit and cap on the
     extrapolation (None: the paper's line, no cap); the stages, run once, are the same for every fit and
     cap (both are post-processing)."""
@@ -90,7 +90,7 @@ def run_rule(trainer, cfg, policy: str, caps: list[float | None], seed: int, sam
         for cap in caps:
             if margin is not None and fit != "origin":
                 continue  # the informative test needs the fit through the origin
-            guards = {"decompose": policy, "max_extrapolation": cap, "sampling": sampling, "fit": fit} | tested
+            guards = {"decompose": policy, "max_extrapolation": cap, "sampling": sampling, "fit": fit, "beyond_grid": beyond_grid or None} | tested
             capped = ls.LinearScalingConfig.from_config(base | {"safeguard": guards})
             results = ls.run_final(trainer, capped, space, selection, targets, noise, stages, False)
             out[fit, cap] = {r.target_eps: 100 * r.test_accuracy for r in results}
@@ -132,6 +132,8 @@ def main() -> int:
                    help="safeguard.tie_margin: each stage picks the largest r within this many std of the best score")
     p.add_argument("--later-stage-cap", type=float, default=None,
                    help="safeguard.later_stage_cap: stage 2 samples [r1, this x r_max] (the paper's 0.2)")
+    p.add_argument("--beyond-grid", action="store_true",
+                   help="safeguard.beyond_grid: the final r may exceed the grid's r_max up to the cap (needs a numeric --caps)")
     p.add_argument("--eps", default=None, help="target eps values, comma-separated (default: the config's)")
     p.add_argument("--no-random", action="store_true", help="skip the one-random-run floor")
     p.add_argument("--noise-std", type=float, default=None, help="selection noise (default: the config's)")
@@ -164,12 +166,13 @@ def main() -> int:
     fits = tuple(None if f == "line" else f for f in args.fits.split(","))
     for policy in args.policies.split(","):
         runs = [run_rule(trainer, cfg, policy, caps, s, args.sampling, fits, args.margin, args.tie_margin,
-                         args.later_stage_cap) for s in range(args.seeds)]
+                         args.later_stage_cap, args.beyond_grid) for s in range(args.seeds)]
         for key in runs[0]:
             fit, cap = key
             label = (f"rule {policy} fit={fit or 'line'} cap={cap}" + (f" margin={args.margin:g}" if args.margin is not None else "")
                      + (f" tie={args.tie_margin:g}" if args.tie_margin is not None else "")
-                     + (f" stage_cap={args.later_stage_cap:g}" if args.later_stage_cap is not None else ""))
+                     + (f" stage_cap={args.later_stage_cap:g}" if args.later_stage_cap is not None else "")
+                     + (" beyond_grid" if args.beyond_grid else ""))
             print(f"{label} | " + summary([r[key] for r in runs]), flush=True)
     return 0
 

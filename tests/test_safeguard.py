@@ -169,6 +169,22 @@ def test_the_safeguard_cap_widens_stage_2_and_keeps_stage_1(digits_features):
     assert lifted[0].search["config"]["safeguard"]["later_stage_cap"] == 1.0
 
 
+def test_beyond_grid_lets_the_final_r_leave_the_grid_up_to_the_bound_only(digits_features):
+    small = SearchSpace(eta_min=0.01, eta_max=0.02, eta_num=3, steps=(5, 10))  # r in [0.05, 0.2]: the line points past it
+    lsc = lambda g: ls.LinearScalingConfig(safeguard=Safeguard(fit="origin", max_extrapolation=3.0, beyond_grid=g))  # noqa: E731
+    trainer = LinearHeadTrainer(digits_features, TrainSettings())
+    clamped, freed = (ls.run(trainer, lsc(g), small, SELECTION, [8.0], noise=noise_scope(3)) for g in (None, True))
+    a, b = clamped[0], freed[0]
+    assert a.trials == b.trials and a.search["selected_r"] == b.search["selected_r"]  # post-processing only
+    assert a.released["r"] == pytest.approx(small.r_max)
+    bound = b.search["fit"]["safeguard_bound"]
+    assert small.r_max < bound <= 3.0 * max(b.search["selected_r"]) * (1 + 1e-12)
+    assert b.released["r"] == pytest.approx(bound) and b.released["steps"] == small.steps[-1]
+    assert b.released["eta"] > small.eta_max and b.search["fit"]["beyond_grid"]
+    assert a.ledger.entries[-1].mu_total == pytest.approx(b.ledger.entries[-1].mu_total)
+    assert b.total["eps"] <= 8.0 * (1 + 1e-12)
+
+
 def test_the_plan_charges_the_untrained_release_before_any_training():
     plain = ls.check_budgets(ls.LinearScalingConfig(safeguard=Safeguard(fit="origin")), SELECTION, [1.0], 1e-5)
     tested = ls.check_budgets(ls.LinearScalingConfig(safeguard=TESTED), SELECTION, [1.0], 1e-5)
@@ -184,6 +200,7 @@ def test_the_plan_charges_the_untrained_release_before_any_training():
         ({"informative_margin": -1, "fit": "origin"}, "linear_scaling.safeguard.informative_margin"),
         ({"informative_margin": 2}, "linear_scaling.safeguard.informative_margin"),  # needs fit: origin
         ({"tie_margin": -0.5}, "linear_scaling.safeguard.tie_margin"),
+        ({"beyond_grid": True}, "linear_scaling.safeguard.beyond_grid"),  # needs max_extrapolation
         ({"later_stage_cap": 0}, "linear_scaling.safeguard.later_stage_cap"),
         ({"later_stage_cap": 1.5}, "linear_scaling.safeguard.later_stage_cap"),
     ],

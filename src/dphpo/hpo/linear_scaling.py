@@ -210,8 +210,9 @@ def run_final(
         else:  # no stage learned anything: r grows with ε (the rule's premise) and nothing measured bounds it
             coeffs = np.zeros(0)
             r_extrapolated = r_guarded = r_bounded = space.r_max
-        r_star = space.clamp_r(r_bounded)
-        dec = space.decompose(r_star)
+        final_space = lsc.final_space(space, r_bounded)
+        r_star = final_space.clamp_r(r_bounded)
+        dec = final_space.decompose(r_star)
         plans.append(
             {
                 "target": float(target),
@@ -234,6 +235,7 @@ def run_final(
                     "clamped": not math.isclose(r_star, r_extrapolated),
                 }
                 | ({"safeguard_bound": r_bounded, "bounded": r_bounded != r_guarded} if lsc.safeguard else {})
+                | ({"beyond_grid": r_star > space.r_max} if lsc.safeguard and lsc.safeguard.beyond_grid else {})
                 | ({"informative": informative, "null_score": searches[0]["null"]["score"],
                     "fallback_r_max": not rs_fit} if lsc.tests_informative else {}),
                 "searches": searches,

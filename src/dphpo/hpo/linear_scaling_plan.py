@@ -60,6 +60,11 @@ class Safeguard:
     # bounds stage 2 at 0.2·r_max, and the line cannot climb back (docs/methods.md §2a, cause 6).
     # A data-independent range: no privacy cost. None: the paper's cap
     later_stage_cap: float | None = None
+    # the final r may exceed the grid's r_max (run at the grid's most steps with η above η_max) up to
+    # max_extrapolation × the largest stage pick, which it needs. The grid bounds what the stages
+    # search; where the picks climb to its edge, the linear scaling law points past it (MiniLM, the
+    # tiny GPT-2: docs/methods.md §2a). Post-processing of the released picks. None: clamped to the grid
+    beyond_grid: bool | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -78,6 +83,8 @@ class Safeguard:
             raise ConfigError(f"{key}.tie_margin: must be >= 0 (standard deviations), got {self.tie_margin}")
         if self.later_stage_cap is not None and not 0 < self.later_stage_cap <= 1:
             raise ConfigError(f"{key}.later_stage_cap: must be in (0, 1] (a fraction of r_max), got {self.later_stage_cap}")
+        if self.beyond_grid and self.max_extrapolation is None:
+            raise ConfigError(f"{key}.beyond_grid: needs {key}.max_extrapolation (a final r beyond the grid must stay bounded)")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -91,12 +98,12 @@ class Safeguard:
         number = lambda k: None if cfg.get(k) is None else float(cfg[k])  # noqa: E731
         return cls(decompose=cfg.get("decompose"), max_extrapolation=number("max_extrapolation"), sampling=cfg.get("sampling"),
                    fit=cfg.get("fit"), informative_margin=number("informative_margin"), tie_margin=number("tie_margin"),
-                   later_stage_cap=number("later_stage_cap"))
+                   later_stage_cap=number("later_stage_cap"), beyond_grid=cfg.get("beyond_grid"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap") if getattr(self, k) is not None}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid") if getattr(self, k) is not None}
 
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
@@ -188,6 +195,13 @@ class LinearScalingConfig:
         if self.safeguard is None or self.safeguard.max_extrapolation is None:
             return r
         return min(r, self.safeguard.max_extrapolation * max(picks))
+
+    def final_space(self, space: SearchSpace, r: float) -> SearchSpace:
+        """The space the final r is clamped to and decomposed in: the search space, or with
+        `Safeguard.beyond_grid` and r above r_max, one whose η_max reaches r at the grid's most steps."""
+        if self.safeguard is None or not self.safeguard.beyond_grid or r <= space.r_max:
+            return space
+        return replace(space, eta_max=r / space.steps[-1])
 
     def fit(self, xs: Sequence[float], rs: Sequence[float]) -> np.ndarray:
         """Polynomial coefficients (highest power first) of r(x) through the stage picks."""

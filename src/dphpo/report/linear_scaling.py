@@ -103,6 +103,7 @@ def safeguard_notes(results: Sequence[dict]) -> list[str]:
         + (f", stage draws of r {g['sampling']}" if g.get("sampling") else "")
         + (", r = a·ε fitted through the origin" if g.get("fit") == "origin" else "")
         + (f", final r at most {g['max_extrapolation']:g} × the largest stage pick" if g.get("max_extrapolation") else "")
+        + (" (beyond the grid if need be)" if g.get("beyond_grid") else "")
         + (f", stage picks the largest r within {g['tie_margin']:g} std of the best score" if g.get("tie_margin") is not None else "")
         + (f", stage 2 searches up to {g['later_stage_cap']:g}·r_max" if g.get("later_stage_cap") is not None else "")
         + (f", stage picks count only {g['informative_margin']:g} std above the null model's (r_max if none does)"
