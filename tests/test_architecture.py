@@ -31,7 +31,7 @@ PACKAGE = "dphpo"
 # ground"). A module belongs to the floor of the longest prefix naming it (the module itself or a
 # package above it); "dphpo" names the package's __init__ only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dphpo.__main__", "dphpo.cli", "dphpo.verify", "dphpo.treediff"),
+    ("dphpo.__main__", "dphpo.cli", "dphpo.release", "dphpo.verify", "dphpo.treediff"),
     ("dphpo.report",),
     ("dphpo.audit",),
     ("dphpo.studies",),

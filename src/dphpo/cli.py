@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dphpo.errors import DPHPOError
 
 # ------------------------------------------------------------------------------------------------
@@ -631,6 +633,7 @@ def _missing(parser: argparse.ArgumentParser) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from dphpo.release import is_bundle
     from dphpo.report.tables import Table
     from dphpo.verify import verify_tree
 
@@ -639,6 +642,8 @@ def _verify(args: argparse.Namespace) -> int:
         return _fail("dphpo verify", f"RESULTS_DIR {root} is not a directory")
     if args.configfile and not Path(args.configfile).is_file():
         return _fail("dphpo verify", f"--configfile {args.configfile} does not exist")
+    if args.release:
+        return _verify_release(root)
     checks, summary = verify_tree(root, args.configfile)
     if not checks:
         return _fail("dphpo verify", f"no release (result.json, results.json) under {root}")
@@ -647,7 +652,61 @@ def _verify(args: argparse.Namespace) -> int:
     print()
     for key, value in summary.items():
         print(f"{key}: {value}")
+    if not is_bundle(root):
+        print(f"note: {root} is a results tree, not a publishable bundle (it holds internal files); "
+              f"build one with `dphpo release {root} OUT_DIR` and check it with `dphpo verify --release OUT_DIR`")
     return 0 if summary["failed"] == 0 else 1
+
+
+def _verify_release(root: Path) -> int:
+    from dphpo.release import verify_bundle
+
+    problems = verify_bundle(root)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    if problems:
+        print(f"dphpo verify --release: {root} is NOT publishable ({len(problems)} problem(s))")
+        return 1
+    print(f"dphpo verify --release: {root} is a complete bundle: every file in MANIFEST, every release verified, "
+          "the composed ε of each dataset recomputed")
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from dphpo.release import build_bundle
+
+    config = None
+    if args.configfile:
+        if not Path(args.configfile).is_file():
+            return _fail("dphpo release", f"--configfile {args.configfile} does not exist")
+        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    statement = build_bundle(args.results_dir, args.out_dir, include_nonprivate=args.include_nonprivate,
+                             methods=args.methods, config=config)
+    for d in statement["datasets"]:
+        c = d["composed"]
+        print(f"{d['dataset']}: {len(d['releases'])} DP release(s), all together ({c['eps']:.4g}, {c['delta']:.3g})-DP"
+              + (f"; {len(d['nonprivate'])} non-private (ε = ∞)" if d["nonprivate"] else ""))
+    print(f"bundle written to {args.out_dir}: publish it whole; PRIVACY.md states what it costs; "
+          f"check it with `dphpo verify --release {args.out_dir}`")
+    return 0
+
+
+def add_release_parser(subparsers: Any) -> argparse.ArgumentParser:
+    text = (
+        "Copy what may be published out of a results tree: the DP releases (result.json) and their models, "
+        "tables, figures and an HTML report rebuilt from them, PRIVACY.md (per private dataset: privacy unit, "
+        "adjacency, delta, what is public, each release's (eps, delta) and all of them composed) and a MANIFEST "
+        "of sha256 sums. Internal logs, stage files, logs, benchmarks, features and keys never go in; the "
+        "non-private reference and test-selected oracles only with --include-nonprivate (stated as eps = inf)."
+    )
+    p = subparsers.add_parser("release", help="build a publishable bundle from a results tree", description=text)
+    p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="a new folder for the bundle")
+    p.add_argument("--configfile", help="the workflow config (its design_notes label rows chosen on private data)")
+    p.add_argument("--include-nonprivate", action="store_true", help="also the non-private reference and oracles (eps = inf)")
+    p.add_argument("--methods", nargs="+", metavar="METHOD", help="only these methods' releases")
+    p.set_defaults(handler=_release)
+    return p
 
 
 def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -661,6 +720,8 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("verify", help="verify a published results tree", description=text)
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
     p.add_argument("--configfile", help="the config the results claim to come from (workflow config YAML)")
+    p.add_argument("--release", action="store_true", help="RESULTS_DIR is a bundle of `dphpo release`: check that "
+                   "it holds nothing that must not be published, its MANIFEST and its privacy statement")
     p.set_defaults(handler=_verify)
     return p
 
@@ -675,7 +736,7 @@ def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
 SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [
-    add_privacy_parser, add_audit_parser, add_verify_parser, add_diff_parser
+    add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser
 ]
 
 

@@ -1,0 +1,440 @@
+"""`dphpo release RESULTS_DIR OUT_DIR`: the publishable bundle of a results tree, and its check.
+
+A results tree is a workspace: beside the DP releases it holds internal logs, stage files, feature
+caches, job logs and wall times (a function of Papernot–Steinke's secret K), the non-private reference
+and the test-selected grid oracle. A bundle holds only what a researcher may publish:
+
+- every DP release (`result.json`) and its model, under the same relative paths;
+- tables, figures and an HTML report rebuilt from those releases alone (no job runtimes);
+- `PRIVACY.md` (and `privacy.json`, the same statement for programs): per private dataset the privacy
+  unit, the adjacency, δ, what is treated as public, each release's (ε, δ), and the ε of all the
+  bundle's releases about that dataset composed — releases about one dataset compose, whatever their
+  method, seed, extractor or variant;
+- `MANIFEST`: the sha256 of every other file.
+
+Non-private references and test-selected oracles stay out unless `include_nonprivate`, which lists
+them in the statement with ε = ∞. `verify_bundle` (`dphpo verify --release DIR`) fails on any file
+that must not be published, a manifest that does not match, or a statement that does not match the
+releases (the composed ε recomputed by `dphpo.verify`'s independent accounting).
+
+Composition: the stage trials of one linear-scaling search are shared by its targets (Panda et al.
+Fig. 2: one search serves every target), so a search's stages are counted once where its releases carry
+the identical stage entries; every other ledger entry counts once per release. The statement's composition is dphpo's ledger (`Ledger.total`: exact GDP where
+every entry is GDP, else RDP or PRV); `verify --release` recomputes it with dp_accounting or the GDP
+closed form and requires agreement.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import logging
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from dphpo import layout
+from dphpo.errors import ConfigError
+from dphpo.io import read_json, write_json, write_text
+from dphpo.privacy.ledger import Ledger
+from dphpo.report import comparison, linear_scaling
+from dphpo.verify import NUMERIC_ATOL, NUMERIC_RTOL, check_record, recompute
+
+STATEMENT = "PRIVACY.md"
+STATEMENT_JSON = "privacy.json"
+MANIFEST = "MANIFEST"
+REPORT = "report.html"
+#: What a bundle may hold (besides the three files above): releases and models, tables, figures.
+RELEASE_NAMES = ("result.json",)
+MODEL_NAMES = ("model.npz", "model.pt")
+TABLE_SUFFIXES = {f".{ext}" for ext in layout.TABLE_FORMATS}
+#: A release's own tables, rebuilt from the bundle's records.
+BUNDLE_TABLES = ("linear_scaling", "hpo_comparison")
+#: Names in a results tree that are never published (for the error message of `verify --release`).
+INTERNAL_NAMES = {
+    "internal.json": "an internal log (exact private statistics)",
+    "logs": "job logs",
+    "benchmarks": "job wall times (Papernot–Steinke's reveal its secret K)",
+    "features": "feature caches of the private data",
+    ".snakemake": "Snakemake's metadata",
+    "noise.key": "the secret noise key",
+}
+
+
+@dataclass
+class Release:
+    """One record of a results tree, with what the statement needs to know of it."""
+
+    rel: str  # path relative to the tree (and to the bundle)
+    record: dict
+    model_rel: str | None
+
+    @property
+    def provenance(self) -> dict:
+        return self.record.get("provenance") or {}
+
+    @property
+    def dp(self) -> bool:
+        """A DP release: trained with noise and its selection accounted (not the non-private reference,
+        not an oracle selected on test data)."""
+        return bool(self.record.get("private", True)) and bool((self.record.get("selection") or {}).get("private", True))
+
+    @property
+    def dataset(self) -> str:
+        """The private dataset the release is about (a language study: its corpus)."""
+        prov = self.provenance
+        trainer = prov.get("trainer")
+        data = (trainer.get("data") or {}) if isinstance(trainer, dict) else {}
+        return str(prov.get("dataset") or data.get("name") or prov.get("study") or "?")
+
+    @property
+    def search(self) -> str:
+        """The search a release belongs to: its run folder without the target (method, variant, seed)."""
+        return str(PurePosixPath(self.rel).parent.parent)
+
+    @property
+    def delta_cap(self) -> float:
+        """δ added by a truncated number of trials (Papernot–Steinke, Koskela), else 0."""
+        privacy = self.record.get("privacy") or {}
+        trunc = privacy.get("truncation") or (privacy.get("total") or {}).get("truncation") or {}
+        return float(trunc.get("delta_cap", 0.0))
+
+
+@dataclass
+class DatasetStatement:
+    """The privacy statement of one private dataset: its releases and their composition."""
+
+    dataset: str
+    releases: list[Release] = field(default_factory=list)
+    references: list[Release] = field(default_factory=list)  # non-private, ε = ∞ (only when included)
+
+    def entries(self) -> list[dict]:
+        """Every ledger entry of the dataset's DP releases, a search's shared stages once: releases of one
+        search (its folder) whose stage entries are identical, trial by trial (the workflow's one stage file
+        per search, with its secretly drawn η), carry the same stage releases; anything else counts apart."""
+        seen, out = set(), []
+        for r in self.releases:
+            entries = (r.record.get("privacy") or {}).get("entries") or []
+            stages = [e for e in entries if str(e.get("what", "")).startswith("stage ")]
+            block = (r.search, json.dumps(stages, sort_keys=True))
+            if stages and block in seen:
+                entries = [e for e in entries if e not in stages]
+            seen.add(block)
+            out += entries
+        return out
+
+    @property
+    def delta(self) -> float:
+        return max(float((r.record.get("target") or {}).get("delta", r.record["total_delta"])) for r in self.releases)
+
+    def composed(self) -> dict:
+        """(ε, δ) of every DP release about the dataset, composed (dphpo's ledger)."""
+        total = Ledger.from_dict({"entries": self.entries()}).total(self.delta)
+        delta = self.delta + sum(r.delta_cap for r in self.releases)
+        return {"eps": float(total["eps"]), "delta": delta, "accountant": total["accountant"], "composition": total["composition"]}
+
+    def public_parts(self) -> list[str]:
+        """What the releases treat as public, read from their provenance."""
+        parts = set()
+        for r in self.releases:
+            prov = r.provenance
+            cache = prov.get("feature_cache") or {}
+            test = (prov.get("settings") or {}).get("test_split") or "public"
+            parts.add(f"the test split ({test}: its metrics are published exactly)")
+            if cache.get("public_n_train") is not None:
+                parts.add(f"the declared training-set size n = {cache['public_n_train']} (the normaliser, never counted)")
+            if prov.get("extractor") and prov.get("extractor") not in ("raw", "identity"):
+                parts.add(f"the extractor {prov['extractor']} and its pretraining data")
+            if prov.get("pretraining_overlap"):
+                parts.add(f"overlap with the extractor's pretraining data: {prov['pretraining_overlap']}")
+        return sorted(parts)
+
+    def adjacency(self) -> str:
+        found = {((r.provenance.get("accountant") or {}).get("adjacency") or "add_remove") for r in self.releases}
+        return ", ".join(sorted(found))
+
+    def to_dict(self) -> dict:
+        return {
+            "dataset": self.dataset,
+            "unit": "one record of its training split",
+            "adjacency": self.adjacency(),
+            "public": self.public_parts(),
+            "composed": self.composed(),
+            "releases": [{"file": r.rel, "method": r.record.get("method"), "eps": r.record.get("total_eps"),
+                          "delta": r.record.get("total_delta")} for r in self.releases],
+            "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"} for r in self.references],
+        }
+
+
+# ------------------------------------------------------------------------------------------
+# reading a results tree
+
+
+def find_releases(root: str | Path) -> list[Release]:
+    """Every release record under `root` (vision `runs/`, language `language/`), sealed and readable."""
+    root = Path(root)
+    out = []
+    for path in sorted(root.rglob("result.json")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] not in ("runs", "language"):
+            continue
+        record = read_json(path)  # refuses a damaged or edited record, naming it
+        model = next((path.with_name(m) for m in MODEL_NAMES if path.with_name(m).is_file()), None)
+        out.append(Release(rel, record, model.relative_to(root).as_posix() if model else None))
+    return out
+
+
+def statements(releases: list[Release], include_nonprivate: bool) -> list[DatasetStatement]:
+    by_dataset: dict[str, DatasetStatement] = {}
+    for r in releases:
+        st = by_dataset.setdefault(r.dataset, DatasetStatement(r.dataset))
+        if r.dp:
+            st.releases.append(r)
+        elif include_nonprivate:
+            st.references.append(r)
+    return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references]
+
+
+# ------------------------------------------------------------------------------------------
+# writing the bundle
+
+
+def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonprivate: bool = False,
+                 methods: list[str] | None = None, config: dict | None = None) -> dict:
+    """Write the bundle of `results_dir` into `out_dir` (which must not exist or be empty); returns the
+    statement (`privacy.json`'s content)."""
+    root, out = Path(results_dir), Path(out_dir)
+    if not root.is_dir():
+        raise ConfigError(f"RESULTS_DIR {root} is not a directory")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"OUT_DIR {out} exists and is not empty: a bundle is written into a new folder")
+    if out.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"OUT_DIR {out} lies inside RESULTS_DIR {root}: write the bundle elsewhere")
+    releases = find_releases(root)
+    if methods:
+        unknown = sorted(set(methods) - {str(r.record.get("method")) for r in releases})
+        if unknown:
+            raise ConfigError(f"--methods: no release of {', '.join(unknown)} under {root}")
+        releases = [r for r in releases if r.record.get("method") in methods]
+    chosen = [r for r in releases if r.dp or include_nonprivate]
+    if not any(r.dp for r in chosen):
+        raise ConfigError(f"no DP release (result.json of a private method) under {root}")
+    final, out = out, out.with_name(f".{out.name}.partial")  # built aside, renamed when complete
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for r in chosen:
+        for rel in (r.rel, r.model_rel):
+            if rel:
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / rel, out / rel)
+    bundled = [Release(r.rel, r.record, r.model_rel) for r in chosen]
+    tables = build_tables(out, bundled, config)
+    sts = statements(bundled, include_nonprivate)
+    statement = {
+        "bundle": "dphpo release",
+        "include_nonprivate": include_nonprivate,
+        "noise_key_fingerprint": _fingerprint(bundled),
+        "datasets": [st.to_dict() for st in sts],
+    }
+    write_json(out / STATEMENT_JSON, statement)
+    write_text(out / STATEMENT, statement_markdown(statement))
+    write_text(out / REPORT, report_html(out, statement, tables))
+    write_manifest(out)
+    if final.exists():
+        final.rmdir()  # empty (checked above)
+    out.rename(final)
+    return statement
+
+
+def _fingerprint(releases: list[Release]) -> str | None:
+    found = {((r.provenance.get("randomness") or {}).get("noise_key_fingerprint")) for r in releases} - {None}
+    return ", ".join(sorted(found)) or None
+
+
+def build_tables(out: Path, releases: list[Release], config: dict | None) -> list[str]:
+    """The study's tables and figures, rebuilt from the bundle's vision releases alone; returns the
+    names of the tables written."""
+    vision = [r for r in releases if r.rel.startswith("runs/")]
+    trained_private = [r for r in vision if r.record.get("private", True)]
+    private = [str(out / r.rel) for r in trained_private]
+    references = [str(out / r.rel) for r in vision if not r.record.get("private", True)]
+    rule = [str(out / r.rel) for r in trained_private if r.record.get("method") == "linear_scaling"]
+    written = []
+    if rule:
+        linear_scaling.make(rule, references, md=str(out / "tables/linear_scaling.md"),
+                            csv_path=str(out / "tables/linear_scaling.csv"), html_path=str(out / "tables/linear_scaling.html"),
+                            figure=str(out / "figures/linear_scaling_accuracy_vs_eps.png"), config=config)
+        written.append("linear_scaling")
+    if private:
+        comparison.make(private, references, md=str(out / "tables/hpo_comparison.md"), csv_path=str(out / "tables/hpo_comparison.csv"),
+                        tex=str(out / "tables/hpo_comparison.tex"), html_path=str(out / "tables/hpo_comparison.html"),
+                        figure=str(out / "figures/hpo_comparison_accuracy_vs_eps.png"), config=config)
+        written.append("hpo_comparison")
+    return written
+
+
+def _eps(value: Any) -> str:
+    return "∞" if value in ("inf", None) or (isinstance(value, float) and math.isinf(value)) else f"{float(value):.4g}"
+
+
+def statement_markdown(statement: dict) -> str:
+    """PRIVACY.md: the statement in plain words."""
+    lines = [
+        "# Privacy statement",
+        "",
+        "Every model and number in this bundle is a differentially private release, unless listed under "
+        "'not private' below. Each release's (ε, δ) includes its whole hyperparameter search. Releases "
+        "about the same dataset compose: the line 'all releases together' is what this whole bundle "
+        "costs that dataset's records.",
+        "",
+        f"Noise key fingerprint: `{statement.get('noise_key_fingerprint')}` (identifies the secret key; reveals nothing of it).",
+        "",
+    ]
+    for d in statement["datasets"]:
+        c = d["composed"]
+        lines += [
+            f"## {d['dataset']}",
+            "",
+            f"- **Privacy unit:** {d['unit']}.",
+            f"- **Adjacency:** {d['adjacency']} (neighbouring datasets differ in that one record).",
+            f"- **All {len(d['releases'])} releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
+            f"({c['accountant']}; a shared search counted once).",
+            "- **Treated as public:** " + ("; ".join(d["public"]) or "nothing") + ".",
+            "",
+            "| release | method | ε | δ |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| `{r['file']}` | {r['method']} | {_eps(r['eps'])} | {float(r['delta']):.3g} |" for r in d["releases"]]
+        if d["nonprivate"]:
+            lines += ["", "**Not private** (included with `--include-nonprivate`: trained without noise or selected on test "
+                      "data, ε = ∞ — they protect nobody):", ""]
+            lines += [f"- `{r['file']}` ({r['method']}): ε = ∞" for r in d["nonprivate"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def report_html(out: Path, statement: dict, tables: list[str]) -> str:
+    """One self-contained page: the statement, the tables and the figures of the bundle."""
+    parts = [f"<pre>{html.escape(statement_markdown(statement))}</pre>"]
+    for name in tables:
+        page = (out / "tables" / f"{name}.html").read_text()
+        parts.append(f"<h2>{html.escape(name)}</h2>" + page.split("<body>", 1)[-1].rsplit("</body>", 1)[0])
+    for png in sorted((out / "figures").rglob("*.png")):
+        data = base64.b64encode(png.read_bytes()).decode()
+        parts.append(f"<h3>{html.escape(png.name)}</h3><img alt='{html.escape(png.name)}' src='data:image/png;base64,{data}'>")
+    return "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dphpo release</title></head><body>" + "".join(parts) + "</body></html>\n"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(out: Path) -> None:
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != MANIFEST)
+    write_text(out / MANIFEST, "".join(f"{_sha256(out / f)}  {f}\n" for f in files))
+
+
+# ------------------------------------------------------------------------------------------
+# checking a bundle (`dphpo verify --release`)
+
+
+def allowed(rel: str) -> str | None:
+    """Why a file may not be in a bundle, or None when it may."""
+    parts = PurePosixPath(rel).parts
+    for part in parts:
+        if part in INTERNAL_NAMES:
+            return INTERNAL_NAMES[part]
+    name = parts[-1]
+    if len(parts) == 1 and name in (STATEMENT, STATEMENT_JSON, MANIFEST, REPORT):
+        return None
+    if parts[0] in ("runs", "language") and (name in RELEASE_NAMES or name in MODEL_NAMES):
+        return None
+    if parts[0] == "tables" and len(parts) == 2 and PurePosixPath(name).suffix in TABLE_SUFFIXES:
+        return None
+    if parts[0] == "figures" and name.endswith(".png"):
+        return None
+    if name.startswith("stage") and name.endswith(".json"):
+        return "a stage file (every trial's exact training accuracy)"
+    return "not a file a bundle holds (releases, models, tables, figures, PRIVACY.md, privacy.json, MANIFEST, report.html)"
+
+
+def verify_bundle(bundle: str | Path) -> list[str]:
+    """Every problem of a bundle, each naming its file; empty when it may be published as it is."""
+    bundle = Path(bundle)
+    problems = []
+    for name in (MANIFEST, STATEMENT, STATEMENT_JSON):
+        if not (bundle / name).is_file():
+            problems.append(f"{name}: missing (build the bundle with `dphpo release RESULTS_DIR OUT_DIR`)")
+    if problems:
+        return problems
+    files = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file() or p.is_symlink())
+    for rel in files:
+        why = allowed(rel)
+        if why:
+            problems.append(f"{rel}: must not be published ({why})")
+    listed = {}
+    for i, line in enumerate((bundle / MANIFEST).read_text().splitlines(), 1):
+        digest, _, rel = line.partition("  ")
+        if len(digest) != 64 or not rel:
+            problems.append(f"{MANIFEST}:{i}: not 'sha256  path'")
+            continue
+        listed[rel] = digest
+    for rel in sorted(set(files) - set(listed) - {MANIFEST}):
+        problems.append(f"{rel}: not in {MANIFEST}")
+    for rel, digest in listed.items():
+        if not (bundle / rel).is_file():
+            problems.append(f"{rel}: listed in {MANIFEST} but missing")
+        elif _sha256(bundle / rel) != digest:
+            problems.append(f"{rel}: its sha256 does not match {MANIFEST} (edited after the bundle was built)")
+    problems += _verify_statement(bundle)
+    return problems
+
+
+def _verify_statement(bundle: Path) -> list[str]:
+    logging.getLogger("absl").setLevel(logging.ERROR)  # dp_accounting's per-order convergence chatter
+    try:
+        statement = read_json(bundle / STATEMENT_JSON)
+        releases = find_releases(bundle)
+    except Exception as err:  # a damaged record or statement: name it, never a traceback
+        return [str(err)]
+    problems = []
+    for r in releases:
+        check = check_record(r.record, r.rel)
+        problems += [f"{r.rel}: {p}" for p in check.problems]
+        if not r.dp and not statement.get("include_nonprivate"):
+            problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
+    stated = {d["dataset"]: d for d in statement.get("datasets", [])}
+    for st in statements(releases, bool(statement.get("include_nonprivate"))):
+        d = stated.get(st.dataset)
+        if d is None:
+            problems.append(f"{STATEMENT_JSON}: no statement for dataset {st.dataset}")
+            continue
+        files = {r["file"] for r in d["releases"]} | {r["file"] for r in d.get("nonprivate", [])}
+        missing = sorted({r.rel for r in st.releases + st.references} - files)
+        extra = sorted(files - {r.rel for r in st.releases + st.references})
+        if missing or extra:
+            problems.append(f"{STATEMENT_JSON}: {st.dataset}'s releases differ from the bundle's "
+                            f"(unstated: {missing[:3]}, stated but absent: {extra[:3]})")
+        eps, how = recompute({"privacy": {"entries": st.entries()}, "total_delta": st.delta})
+        claimed = float(d["composed"]["eps"])
+        if eps is not None and abs(eps - claimed) > NUMERIC_RTOL * claimed + NUMERIC_ATOL:
+            problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε {claimed:.6g} is not the releases' "
+                            f"{eps:.6g} ({how})")
+        if f"({_eps(claimed)}, " not in (bundle / STATEMENT).read_text():
+            problems.append(f"{STATEMENT}: does not state {st.dataset}'s composed ε {_eps(claimed)}")
+    for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):
+        problems.append(f"{STATEMENT_JSON}: states dataset {name}, which has no release in the bundle")
+    return problems
+
+
+def is_bundle(root: str | Path) -> bool:
+    return (Path(root) / MANIFEST).is_file() and (Path(root) / STATEMENT_JSON).is_file()
+

@@ -1,0 +1,194 @@
+"""`dphpo release` and `dphpo verify --release`: what a researcher publishes is private, and says what it costs."""
+
+import json
+import math
+import shutil
+
+import pytest
+
+from dphpo.cli import main
+from dphpo.hpo import nonprivate, registry
+from dphpo.hpo.common import LinearHeadTrainer
+from dphpo.hpo.space import SearchSpace
+from dphpo.io import SEAL_KEY, read_json, write_json
+from dphpo.release import (
+    MANIFEST,
+    STATEMENT,
+    STATEMENT_JSON,
+    DatasetStatement,
+    Release,
+    build_bundle,
+    verify_bundle,
+    write_manifest,
+)
+from dphpo.studies.writer import write_result
+from dphpo.verify import gdp_eps
+
+from conftest import noise_scope
+from test_baselines import CONFIG
+
+METHODS = ("linear_scaling", "random_search_k", "papernot_steinke", "grid_oracle")
+GDP_METHODS = ("linear_scaling", "random_search_k")
+RULE = CONFIG | {"linear_scaling": {"n_trials": 2, "stage_eps": [0.1, 0.2]}}
+
+
+def _provenance(noise):
+    return {"dataset": "digits", "extractor": "raw", "variant": "default", "accountant": {"adjacency": "add_remove"},
+            "feature_cache": {"public_n_train": 1400}, "randomness": noise.describe()}
+
+
+@pytest.fixture(scope="module")
+def tree(digits_features, tmp_path_factory):
+    """A results tree as the workflow lays it out: DP releases of four methods (the linear scaling rule
+    with one search for both targets), the test-selected oracle, the non-private reference, internal
+    logs, a stage file, a job log and a benchmark."""
+    root = tmp_path_factory.mktemp("results")
+    trainer = LinearHeadTrainer.from_config(digits_features, RULE)
+    for seed in (0, 1):
+        noise = noise_scope(seed)
+        for method in METHODS:
+            for r in registry.run_method(method, trainer, RULE, noise):
+                d = root / "runs" / "digits" / "raw" / method / "default" / f"seed{seed}" / f"eps{r.target_eps:g}"
+                write_result(r, d / "result.json", d / "model.npz", _provenance(noise) | {"seed": seed}, d / "internal.json")
+        write_json(root / "runs/digits/raw/linear_scaling/default" / f"seed{seed}" / "stage1.json", {"trials": []})
+    ref = nonprivate.run(trainer, SearchSpace.from_config(RULE["search_space"]))
+    d = root / "runs/digits/raw/nonprivate"
+    write_result(ref, d / "result.json", d / "model.npz", _provenance(noise_scope(0)), d / "internal.json")
+    for name in ("logs/audit.log", "benchmarks/papernot_steinke.tsv"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("s\n1.0\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def bundle(tree, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundles") / "bundle"
+    build_bundle(tree, out)
+    return out
+
+
+def _files(root):
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def test_bundle_holds_dp_releases_tables_and_statement_only(tree, bundle):
+    files = _files(bundle)
+    assert {STATEMENT, STATEMENT_JSON, MANIFEST, "report.html", "tables/hpo_comparison.md", "tables/linear_scaling.md"} <= set(files)
+    assert not [f for f in files if f.endswith(("internal.json", ".tsv", ".log")) or "/stage" in f]
+    assert not [f for f in files if "/nonprivate/" in f or "/grid_oracle/" in f]
+    released = [f for f in files if f.endswith("result.json")]
+    assert len(released) == 3 * 2 * 2  # three DP methods, two seeds, two targets
+    for f in released:  # byte-identical copies of the tree's releases, each with its model
+        assert (bundle / f).read_bytes() == (tree / f).read_bytes()
+        assert (bundle / f).with_name("model.npz").is_file()
+    assert verify_bundle(bundle) == []
+
+
+def _mu_sq(records):
+    """Σ μ² of records' entries, a search's identical stage block once (as the workflow shares it)."""
+    total, blocks = 0.0, set()
+    for f, record in records:
+        entries = record["privacy"]["entries"]
+        stages = [e for e in entries if e["what"].startswith("stage ")]
+        block = (f.split("/eps")[0], json.dumps(stages, sort_keys=True))
+        total += sum(e["count"] * e["mu"] ** 2 for e in entries if not (block in blocks and e in stages))
+        blocks.add(block)
+    return total
+
+
+def test_statement_composes_every_release_about_the_dataset(tree, tmp_path):
+    """GDP-only releases compose exactly: μ² adds up over every release."""
+    build_bundle(tree, tmp_path / "b", methods=list(GDP_METHODS))
+    statement = read_json(tmp_path / "b" / STATEMENT_JSON)
+    (digits,) = statement["datasets"]
+    records = [(r["file"], read_json(tmp_path / "b" / r["file"])) for r in digits["releases"]]
+    assert len(records) == 8
+    assert digits["composed"]["accountant"] == "gdp_closed_form"
+    assert digits["composed"]["eps"] == pytest.approx(gdp_eps(math.sqrt(_mu_sq(records)), 1e-5), rel=1e-9)
+    largest = max(r["eps"] for r in digits["releases"])
+    assert digits["composed"]["eps"] > 2 * largest  # 4 releases at ε = 8 each cannot cost 8 together
+    text = (tmp_path / "b" / STATEMENT).read_text()
+    assert f"All {len(digits['releases'])} releases together:** ({digits['composed']['eps']:.4g}, 1e-05)-DP" in text
+    for words in ("Privacy unit:** one record of its training split", "Adjacency:** add_remove", "Treated as public:**",
+                  "the test split", "n = 1400", statement["noise_key_fingerprint"]):
+        assert words in text
+
+
+def test_a_shared_search_is_counted_once_and_separate_searches_apart(tree, tmp_path):
+    """Releases of one search that carry the identical stage block pay for it once; searches whose
+    stages differ (here: stage budgets as fractions of each target) each pay for their own."""
+    build_bundle(tree, tmp_path / "b", methods=["linear_scaling"])
+    (digits,) = read_json(tmp_path / "b" / STATEMENT_JSON)["datasets"]
+    records = [(r["file"], read_json(tmp_path / "b" / r["file"])) for r in digits["releases"]]
+    everything = sum(e["count"] * e["mu"] ** 2 for _, r in records for e in r["privacy"]["entries"])
+    assert _mu_sq(records) == pytest.approx(everything)  # each target ran its own stages: nothing shared
+    assert digits["composed"]["eps"] == pytest.approx(gdp_eps(math.sqrt(everything), 1e-5), rel=1e-9)
+    f, record = records[0]
+    twin = json.loads(json.dumps(record))  # a second target of the same search: same stage block
+    twin["privacy"]["entries"] = [e for e in record["privacy"]["entries"] if e["what"].startswith("stage ")]
+    shared = DatasetStatement("digits", [Release(f, record, None), Release(f.replace("/eps1/", "/eps8/"), twin, None)])
+    assert shared.entries() == record["privacy"]["entries"]
+    other_search = DatasetStatement("digits", [Release(f, record, None), Release(f.replace("seed0", "seed9"), twin, None)])
+    assert len(other_search.entries()) == len(record["privacy"]["entries"]) + len(twin["privacy"]["entries"])
+
+
+def test_nonprivate_only_when_asked_and_stated_as_infinite(tree, tmp_path):
+    build_bundle(tree, tmp_path / "b", include_nonprivate=True)
+    (digits,) = read_json(tmp_path / "b" / STATEMENT_JSON)["datasets"]
+    assert {r["method"] for r in digits["nonprivate"]} == {"nonprivate", "grid_oracle"}
+    assert all(r["eps"] == "inf" for r in digits["nonprivate"])
+    assert "**Not private**" in (tmp_path / "b" / STATEMENT).read_text()
+    assert verify_bundle(tmp_path / "b") == []
+
+
+def test_verify_release_fails_the_raw_tree_and_passes_the_bundle(tree, bundle, capsys):
+    assert main(["verify", "--release", str(bundle)]) == 0
+    assert main(["verify", "--release", str(tree)]) == 1
+    assert "MANIFEST: missing" in capsys.readouterr().out
+    assert main(["verify", str(tree)]) == 0  # every release is sound, but the tree is no bundle
+    assert "not a publishable bundle" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "sneak, named",
+    [
+        ("runs/digits/raw/linear_scaling/default/seed0/eps1/internal.json", "internal log"),
+        ("runs/digits/raw/linear_scaling/default/seed0/stage1.json", "stage file"),
+        ("benchmarks/papernot_steinke.tsv", "wall times"),
+        ("logs/audit.log", "job logs"),
+        ("runs/digits/raw/nonprivate/result.json", "non-private"),
+    ],
+)
+def test_verify_release_names_a_file_that_must_not_be_published(tree, bundle, tmp_path, sneak, named):
+    """Even listed in the manifest (a bundle edited by hand, then re-manifested), an internal file fails."""
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    (copy / sneak).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(tree / sneak, copy / sneak)
+    write_manifest(copy)
+    problems = verify_bundle(copy)
+    assert any(p.startswith(sneak) and named in p for p in problems), problems
+
+
+def test_verify_release_catches_edits_and_a_wrong_statement(bundle, tmp_path):
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    (copy / "tables/hpo_comparison.md").write_text("| made up |\n")
+    assert any("tables/hpo_comparison.md: its sha256 does not match" in p for p in verify_bundle(copy))
+    shutil.rmtree(copy)
+    shutil.copytree(bundle, copy)
+    statement = read_json(copy / STATEMENT_JSON)
+    statement["datasets"][0]["composed"]["eps"] /= 2  # a careful forger reseals and re-manifests
+    statement.pop(SEAL_KEY, None)
+    write_json(copy / STATEMENT_JSON, statement)
+    write_manifest(copy)
+    assert any("composed ε" in p for p in verify_bundle(copy))
+    (copy / STATEMENT).unlink()
+    assert verify_bundle(copy) == ["PRIVACY.md: missing (build the bundle with `dphpo release RESULTS_DIR OUT_DIR`)"]
+
+
+def test_release_refuses_an_unsafe_output_folder(tree, bundle, capsys):
+    assert main(["release", str(tree), str(bundle)]) == 2  # not empty
+    assert "not empty" in capsys.readouterr().err
+    assert main(["release", str(tree), str(tree / "bundle")]) == 2
+    assert "inside RESULTS_DIR" in capsys.readouterr().err
