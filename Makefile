@@ -19,6 +19,7 @@ $(STAMP): envs/requirements.lock pyproject.toml
 study: install
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete
 	@echo "Tables: results/tables/linear_scaling.md, results/tables/hpo_comparison.md; figures: results/figures/"
+	@echo "To publish (results/ holds internal files): $(BIN)/dphpo release results release && $(BIN)/dphpo verify --release release"
 
 # Every table and figure of the paper, offline (~40 min vision + ~70 min language on 2 cores), then the HTML report. The full
 # grid on a GPU box: make paper-embedded PAPER_CONFIG=config/paper.yaml (cluster: profiles/README.md).

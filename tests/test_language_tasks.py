@@ -154,43 +154,51 @@ def test_sentence_pairs_are_encoded_as_pairs():
     assert a != b
 
 
-def test_exclude_leaves_out_another_studys_texts_by_index_before_subsampling():
+def test_exclude_leaves_out_another_studys_texts_before_subsampling():
     import pytest
 
-    from dphpo.data.text import load_text, split_indices
+    from dphpo.data.text import load_text, select
     from dphpo.errors import ConfigError
 
+    full = load_text({"name": "tweets"})  # the whole corpus: nothing selected yet
     study = {"name": "tweets", "max_train": 300, "max_test": 50}
     proxy = {"name": "tweets", "max_train": 300, "max_test": 50, "exclude": {"max_train": 300, "max_test": 50}}
-    tr, te = split_indices(1000, 200, study)
-    ptr, pte = split_indices(1000, 200, proxy)
-    assert len(ptr) == 300 and len(pte) == 50
-    assert not set(tr) & set(ptr) and not set(te) & set(pte)  # disjoint by index
-    # without exclude the same sizes and seed would draw an overlapping subset
-    assert set(split_indices(1000, 200, {"name": "tweets", "max_train": 300, "max_test": 50, "subsample_seed": 1})[0]) & set(tr)
+    tr, te = select(full, study)
+    ptr, pte = select(full, proxy)
+    assert abs(int(ptr.sum()) - 300) < 60 and abs(int(pte.sum()) - 50) < 25  # per-record subsets: about max_train
+    assert not (tr & ptr).any() and not (te & pte).any()  # disjoint
+    # without exclude another seed's subset overlaps
+    assert (select(full, {"name": "tweets", "max_train": 300, "max_test": 50, "subsample_seed": 1})[0] & tr).any()
     # a partition is applied first, then the other study's texts are left out of it
-    part = split_indices(1000, 200, {"name": "tweets", "partition": [1, 2], "exclude": {"partition": [1, 2], "max_train": 100}})[0]
-    assert len(part) == 400 and all(i % 2 == 1 for i in part)
+    half = select(full, {"name": "tweets", "partition": [1, 2]})[0]
+    part = select(full, {"name": "tweets", "partition": [1, 2], "exclude": {"partition": [1, 2], "max_train": 100}})[0]
+    assert not (part & ~half).any() and 50 < int(half.sum() - part.sum()) < 150
     loaded = load_text(proxy)
-    assert loaded.source["exclude"] == {"max_train": 300, "max_test": 50} and len(loaded.train) == 300
+    assert loaded.source["exclude"] == {"max_train": 300, "max_test": 50} and len(loaded.train) == int(ptr.sum())
     with pytest.raises(ConfigError, match="data.exclude: expected a data spec of the same corpus 'tweets'"):
-        split_indices(1000, 200, {"name": "tweets", "exclude": {"name": "python_docs"}})
+        select(full, {"name": "tweets", "exclude": {"name": "python_docs"}})
 
 
 def test_partitions_split_a_corpus_into_disjoint_parts_and_overlap_is_refused():
     import pytest
 
     from dphpo.data.overlap import load_texts
-    from dphpo.data.text import load_text, overlapping_parts
+    from dphpo.data.text import load_text, overlapping_parts, select
     from dphpo.errors import ConfigError
     from dphpo.studies.validate import check_language_study
 
     full = load_text({"name": "tweets"})
     a, b = load_text({"name": "tweets", "partition": [0, 2]}), load_text({"name": "tweets", "partition": [1, 2]})
-    assert a.train == full.train[0::2] and b.train == full.train[1::2] and b.test == full.test[1::2]
-    assert len(a.train) + len(b.train) == len(full.train)
-    both = load_texts([{"name": "python_docs"}, {"name": "tweets", "partition": [0, 2], "max_train": 50, "max_test": 5}])
-    assert len(both.train) == len(load_text({"name": "python_docs"}).train) + 50 and both.train[-50:][0] in a.train
+    # per-record parts (a keyed hash of text and label): every text in exactly one, each about half
+    in_a, in_b = select(full, {"name": "tweets", "partition": [0, 2]}), select(full, {"name": "tweets", "partition": [1, 2]})
+    for split in (0, 1):
+        assert (in_a[split] ^ in_b[split]).all()
+    assert a.train == [t for t, k in zip(full.train, in_a[0]) if k] and b.test == [t for t, k in zip(full.test, in_b[1]) if k]
+    assert len(a.train) + len(b.train) == len(full.train) and abs(len(a.train) - len(full.train) / 2) < 500
+    sub = {"name": "tweets", "partition": [0, 2], "max_train": 50, "max_test": 5}
+    both = load_texts([{"name": "python_docs"}, sub])
+    n_sub = len(load_text(sub).train)
+    assert len(both.train) == len(load_text({"name": "python_docs"}).train) + n_sub and both.train[-n_sub:][0] in a.train
     public = [{"name": "python_docs"}, {"name": "tweets", "partition": [0, 2]}]
     assert overlapping_parts(public, {"name": "tweets", "partition": [1, 2]}) == []
     assert overlapping_parts(public, {"name": "tweets"}) == ["tweets"]
@@ -210,8 +218,7 @@ def test_language_proxy_repeats_the_minilm_study_on_tweets_it_never_reads():
     import yaml
     from snakemake.utils import update_config
 
-    from dphpo.data.text import split_indices
-    from dphpo.data.tweets import load_tweets
+    from dphpo.data.text import load_text, select
     from dphpo.studies.validate import validate_config
 
     repo = Path(__file__).resolve().parents[1]
@@ -225,7 +232,6 @@ def test_language_proxy_repeats_the_minilm_study_on_tweets_it_never_reads():
     same = ("task", "model", "training", "overrides")
     assert {k: proxy[k] for k in same} == {k: study[k] for k in same}
     assert proxy["data"]["exclude"] == {k: v for k, v in study["data"].items() if k != "name"}
-    tweets = load_tweets()
-    sizes = len(tweets.train_inputs), len(tweets.test_inputs)
-    (ptr, pte), (tr, te) = split_indices(*sizes, proxy["data"]), split_indices(*sizes, study["data"])
-    assert len(ptr) == len(tr) and not set(ptr) & set(tr) and not set(pte) & set(te)
+    tweets = load_text({"name": "tweets"})
+    (ptr, pte), (tr, te) = select(tweets, proxy["data"]), select(tweets, study["data"])
+    assert abs(int(ptr.sum()) - int(tr.sum())) < 300 and not (ptr & tr).any() and not (pte & te).any()

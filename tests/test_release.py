@@ -3,6 +3,7 @@
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from dphpo.verify import gdp_eps
 from conftest import noise_scope
 from test_baselines import CONFIG
 
+REPO = Path(__file__).resolve().parents[1]
 METHODS = ("linear_scaling", "random_search_k", "papernot_steinke", "grid_oracle")
 GDP_METHODS = ("linear_scaling", "random_search_k")
 RULE = CONFIG | {"linear_scaling": {"n_trials": 2, "stage_eps": [0.1, 0.2]}}
@@ -192,3 +194,31 @@ def test_release_refuses_an_unsafe_output_folder(tree, bundle, capsys):
     assert "not empty" in capsys.readouterr().err
     assert main(["release", str(tree), str(tree / "bundle")]) == 2
     assert "inside RESULTS_DIR" in capsys.readouterr().err
+
+
+def test_own_data_must_declare_its_test_split_public(tmp_path):
+    """Every release publishes exact test metrics: a test split of the user's own data is refused unless
+    declared public, before any job; the declaration is hashed into the run settings (PRIVACY.md states it)."""
+    import copy
+
+    import numpy as np
+    import yaml
+    from snakemake.utils import validate
+
+    from dphpo.errors import ConfigError
+    from dphpo.studies import config as study_config
+
+    y = np.arange(40) % 2
+    np.savez(tmp_path / "f.npz", train_x=np.eye(40, 4), train_y=y, test_x=np.eye(40, 4), test_y=y)
+    cfg = yaml.safe_load((REPO / "tests/configs/tiny.yaml").read_text())
+    cfg["datasets"] = {"mine": {"kind": "features", "path": str(tmp_path / "f.npz"), "public_n_train": 40}}
+    cfg["studies"] = [{"dataset": "mine", "extractor": "given"}]
+    cfg["extractors"] = {"given": {"kind": "identity"}}
+    cfg.pop("baselines")
+    validate(cfg, schema=str(REPO / "workflow/schemas/config.schema.yaml"))
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.test_split: .*declare it public"):
+        study_config.check_config(copy.deepcopy(cfg))
+    cfg["datasets"]["mine"]["test_split"] = "public"
+    study_config.check_config(copy.deepcopy(cfg))
+    assert study_config.run_settings(cfg, "given", "mine")["test_split"] == "public"
+    assert study_config.run_settings(cfg, "given", "digits")["test_split"] == "official"

@@ -16,7 +16,7 @@ import yaml
 from dphpo.hpo import registry
 from dphpo.hpo.common import INTERNAL_NOTICE, LinearHeadTrainer, release_record
 from dphpo.io import read_json
-from dphpo.privacy.randomness import ENV_VAR, NoiseKey, load_key, public_seed
+from dphpo.privacy.randomness import DEFAULT_KEY_FILE, ENV_VAR, NoiseKey, create_key_file, load_key, public_seed
 from dphpo.studies.writer import write_result
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
 
@@ -42,17 +42,21 @@ def _numbers(obj):
 # the key
 
 
-def test_key_file_is_created_owner_only_and_reused(tmp_path):
-    path = tmp_path / "k" / "noise.key"
-    key = load_key(path)
+def test_key_file_is_created_owner_only_and_reused(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.chdir(tmp_path)  # the default key, the only one created on first use
+    key = load_key()
+    path = tmp_path / DEFAULT_KEY_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert load_key(path) == key  # the same key on every later use
+    assert load_key() == key == load_key(path)  # the same key on every later use
     assert len(key.fingerprint()) == 16 and key.fingerprint() not in path.read_text()
+    other = create_key_file(tmp_path / "k" / "noise.key")  # a key file for privacy.noise_key_file
+    assert stat.S_IMODE((tmp_path / "k" / "noise.key").stat().st_mode) == 0o600 and other != key
 
 
 def test_a_key_readable_by_others_is_refused(tmp_path):
     path = tmp_path / "noise.key"
-    load_key(path)
+    create_key_file(path)
     path.chmod(0o644)
     with pytest.raises(Exception, match="readable by others"):
         load_key(path)
@@ -60,6 +64,7 @@ def test_a_key_readable_by_others_is_refused(tmp_path):
 
 def test_the_environment_names_the_key_file(tmp_path, monkeypatch):
     path = tmp_path / "env.key"
+    create_key_file(path)
     monkeypatch.setenv(ENV_VAR, str(path))
     assert load_key() == load_key(path)
 
@@ -212,7 +217,7 @@ def _run_linear_scaling(workdir, key_file):
 @pytest.mark.slow  # three small workflow runs (~1 min)
 def test_workflow_results_are_byte_identical_under_one_key_and_differ_under_another(tmp_path):
     key_a, key_b = tmp_path / "a.key", tmp_path / "b.key"
-    load_key(key_a), load_key(key_b)
+    create_key_file(key_a), create_key_file(key_b)
     (tmp_path / "one").mkdir(), (tmp_path / "two").mkdir(), (tmp_path / "three").mkdir()
     first = _run_linear_scaling(tmp_path / "one", key_a)
     second = _run_linear_scaling(tmp_path / "two", key_a)

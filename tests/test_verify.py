@@ -2,6 +2,8 @@
 
 import copy
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,24 +22,41 @@ from test_baselines import CONFIG
 TINY = Path(__file__).parent / "configs" / "tiny.yaml"
 
 
+METHODS = ("random_search_k", "papernot_steinke", "koskela")
+
+
 @pytest.fixture(scope="module")
-def tree(digits_features, tmp_path_factory):
-    """A results tree as the workflow writes it: GDP (random search), RDP (Papernot–Steinke) and
-    RDP + subsampling (Koskela) releases, each with the config hash of tests/configs/tiny.yaml."""
+def tree_config(tmp_path_factory):
+    """tests/configs/tiny.yaml narrowed to what the tree holds: seed 0 and three baselines."""
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["seeds"] = [0]
+    cfg["baselines"]["methods"] = list(METHODS)
+    cfg["baselines"].pop("oso_dpsgd_cnn")
+    path = tmp_path_factory.mktemp("config") / "tree.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tree(digits_features, tree_config, tmp_path_factory):
+    """A results tree as the workflow writes it: GDP (random search, the linear scaling rule), RDP
+    (Papernot–Steinke) and RDP + subsampling (Koskela) releases, each with the config hash of
+    `tree_config` and the identity its path names."""
+    from dphpo.studies.validate import load_config
+
     root = tmp_path_factory.mktemp("published")
-    config_hash = expected_hashes(TINY)["default"]
+    config_hash = expected_hashes(load_config([tree_config]))["default"]
     trainer = LinearHeadTrainer.from_config(digits_features, CONFIG)
-    for method in ("random_search_k", "papernot_steinke", "koskela"):
+    for method in ("linear_scaling", *METHODS):
         for r in registry.run_method(method, trainer, CONFIG, noise_scope(0)):
             d = root / "runs" / "digits" / "raw" / method / "default" / "seed0" / f"eps{r.target_eps:g}"
             d.mkdir(parents=True)
-            write_result(r, d / "result.json", d / "model.npz", {"config_hash": config_hash, "variant": "default"}, d / "internal.json")
+            prov = {"config_hash": config_hash, "variant": "default", "dataset": "digits", "extractor": "raw", "seed": 0}
+            write_result(r, d / "result.json", d / "model.npz", prov, d / "internal.json")
     return root
 
 
 def _copy(tree, tmp_path):
-    import shutil
-
     dst = tmp_path / "copy"
     shutil.copytree(tree, dst)
     return dst
@@ -65,13 +84,73 @@ def test_gdp_closed_form_matches_the_paper_check():
     assert gdp_eps(sum(m * m for m in mus) ** 0.5, 1e-5) == pytest.approx(0.9963, abs=5e-5)
 
 
-def test_a_fresh_tree_passes_with_its_config(tree, capsys):
-    checks, summary = verify_tree(tree, TINY)
-    assert summary["failed"] == 0 and summary["releases"] == 3 * len(CONFIG["privacy"]["target_eps"])
+def test_a_fresh_tree_passes_with_its_config(tree, tree_config, capsys):
+    checks, summary = verify_tree(tree, [tree_config])
+    assert summary["failed"] == 0 and summary["releases"] == 4 * len(CONFIG["privacy"]["target_eps"])
+    assert summary["missing (the config implies them)"] == 0
     assert {c.how.split(" ")[0] for c in checks} == {"GDP", "RDP"}
     assert summary["largest |claimed − recomputed| ε"] < 1e-4
-    assert main(["verify", str(tree), "--configfile", str(TINY)]) == 0
+    assert main(["verify", str(tree), "--configfile", str(tree_config)]) == 0
     assert "| file |" in capsys.readouterr().out
+
+
+def test_verify_checks_completeness_against_the_config(tree, tree_config, tmp_path):
+    """A whole method's releases deleted, or a config that implies more (another seed), fails."""
+    root = _copy(tree, tmp_path)
+    shutil.rmtree(root / "runs/digits/raw/koskela")
+    checks, summary = verify_tree(root, [tree_config])
+    assert summary["missing (the config implies them)"] == 2
+    assert {c.file for c in checks if "missing" in "; ".join(c.problems)} == {
+        f"runs/digits/raw/koskela/default/seed0/eps{e:g}/result.json" for e in CONFIG["privacy"]["target_eps"]}
+    assert main(["verify", str(root), "--configfile", str(tree_config)]) == 1
+    more = tmp_path / "more.yaml"  # several files, merged as snakemake merges them: the second adds a seed
+    more.write_text("seeds: [0, 1]\n")
+    _, summary = verify_tree(tree, [tree_config, more])
+    assert summary["missing (the config implies them)"] == 4 * len(CONFIG["privacy"]["target_eps"])
+    fewer = tmp_path / "fewer.yaml"  # a config that no longer runs Koskela: its releases are extra
+    fewer.write_text("baselines: {methods: [random_search_k, papernot_steinke]}\n")
+    checks, summary = verify_tree(tree, [tree_config, fewer])
+    extra = [c for c in checks if "not implied by the config" in "; ".join(c.problems)]
+    assert sorted(c.file for c in extra) == sorted(c.file for c in checks if c.method == "koskela") and len(extra) == 2
+
+
+def test_two_targets_swapped_between_folders_fail(tree, tmp_path):
+    root = _copy(tree, tmp_path)
+    a, b = (root / f"runs/digits/raw/random_search_k/default/seed0/eps{e:g}/result.json" for e in CONFIG["privacy"]["target_eps"][:2])
+    a_text = a.read_text()
+    a.write_text(b.read_text())
+    b.write_text(a_text)
+    checks, summary = verify_tree(root)
+    assert summary["failed"] == 2
+    assert all("not the record its path names: its eps is" in "; ".join(c.problems) for c in checks if not c.ok)
+
+
+def test_a_non_finite_number_in_a_release_is_a_failure_naming_the_file(tree, tmp_path, capsys):
+    root = _copy(tree, tmp_path)
+    path = _first(root)
+    path.write_text(path.read_text().replace('"test_accuracy": ', '"test_accuracy": NaN, "x": ', 1))
+    checks, summary = verify_tree(root)
+    (failed,) = [c for c in checks if not c.ok]
+    assert failed.file == str(path.relative_to(root)) and "non-finite number" in failed.problems[0]
+    assert main(["verify", str(root)]) == 1
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("seeds: [0, 1\n", r"bad.yaml: line \d+, column \d+: invalid YAML"),
+        ("seeds: [0]\nseeds: [1]\n", r"bad.yaml: line 2: key 'seeds' is written twice"),
+        ("seeds: [-1]\n", r"seeds"),
+        ("- just a list\n", r"bad.yaml: expected a mapping"),
+    ],
+)
+def test_a_bad_verify_config_exits_2_naming_file_or_key(tree, tmp_path, capsys, text, message):
+    import re
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    assert main(["verify", str(tree), "--configfile", str(TINY), str(bad)]) == 2
+    assert re.search(message, capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
@@ -96,13 +175,10 @@ def test_each_tampering_fails_naming_the_file(tree, tmp_path, case, change, seal
     assert main(["verify", str(root)]) == 1
 
 
-def test_a_config_that_asks_for_other_settings_fails(tree, tmp_path):
-    cfg = yaml.safe_load(TINY.read_text())
-    other = copy.deepcopy(cfg)
-    other["training"] = {"clip_norm": 0.5}
+def test_a_config_that_asks_for_other_settings_fails(tree, tree_config, tmp_path):
     path = tmp_path / "other.yaml"
-    path.write_text(yaml.safe_dump(other))
-    checks, summary = verify_tree(tree, path)
+    path.write_text(yaml.safe_dump({"training": {"clip_norm": 0.5}}))
+    checks, summary = verify_tree(tree, [tree_config, path])
     assert summary["failed"] == summary["releases"]
     assert all("is not the given config's" in c.problems[0] for c in checks)
 
@@ -149,3 +225,47 @@ def test_a_result_of_other_settings_is_refused_naming_the_keys(tmp_path):
     (line,) = study_config.explain_reruns([path, unstamped], other)
     assert line.startswith("1 result file(s) were computed with other settings") and "training.clip_norm changed" in line
     assert study_config.explain_reruns([path], cfg) == []
+
+
+def test_every_consumer_refuses_a_record_that_is_not_what_its_path_names(tmp_path):
+    """The final job and the tables read records through check_inputs: a release of one target copied
+    into another's folder, a stage file of stage 1 in stage 2's place, or a method's release under
+    another method, are refused naming the file and the field."""
+    from dphpo.errors import OutputFileError
+    from dphpo.io import write_json
+    from dphpo.studies import config as study_config
+    from dphpo.studies import writer
+
+    cfg = _validated(yaml.safe_load(TINY.read_text()))
+    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default") | {"seed": 0}
+    run = tmp_path / "results/runs/digits/raw/random_search/default/seed0"
+    write_json(run / "eps1/result.json", {"method": "random_search", "target": {"eps": 1.0}, "provenance": prov})
+    study_config.check_inputs([run / "eps1/result.json"], cfg)  # what its path says: accepted
+    cases = {
+        run / "eps8/result.json": "its eps is '1', its path says '8'",
+        tmp_path / "results/runs/digits/raw/mehta/default/seed0/eps1/result.json": "its method is 'random_search', its path says 'mehta'",
+        tmp_path / "results/runs/digits/raw/random_search/default/seed1/eps1/result.json": "its seed is '0', its path says '1'",
+    }
+    for path, message in cases.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes((run / "eps1/result.json").read_bytes())
+        with pytest.raises(OutputFileError, match=re.escape(message)):
+            study_config.check_inputs([path], cfg)
+    stage = tmp_path / "results/runs/digits/raw/linear_scaling/default/seed0/stage2.json"
+    write_json(stage, {"method": "linear_scaling", "stage": 1, "seed": 0, "provenance": prov})
+    with pytest.raises(OutputFileError, match=r"stage2.json is not the record its path names \(its stage is '1'"):
+        study_config.check_inputs([stage], cfg)
+
+
+def test_a_study_listed_twice_is_refused():
+    from dphpo.errors import ConfigError
+    from dphpo.studies import config as study_config
+
+    cfg = _validated(yaml.safe_load(TINY.read_text()))
+    cfg["studies"] = cfg["studies"] * 2
+    with pytest.raises(ConfigError, match=r"studies: .*listed twice"):
+        study_config.check_config(cfg)
+    cfg = _validated(yaml.safe_load(TINY.read_text()))
+    cfg["baselines"]["methods"] = ["mehta", "mehta"]
+    with pytest.raises(ConfigError, match=r"baselines.methods: 'mehta' and 'mehta'"):
+        study_config.check_config(cfg)

@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dphpo.errors import DPHPOError
 
 # ------------------------------------------------------------------------------------------------
@@ -104,6 +102,23 @@ def positive_int(text: str) -> int:
 
 def nonnegative_int(text: str) -> int:
     return _int_at_least(text, 0)
+
+
+#: Audit runs per budget: each is a model trained in one batched tensor program, so 10^12 would ask
+#: for terabytes before the first step; a million already resolves ε to its second decimal.
+MAX_AUDIT_RUNS = 1_000_000
+
+
+def audit_runs(text: str) -> int:
+    x = _int_at_least(text, 2)
+    if x > MAX_AUDIT_RUNS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_AUDIT_RUNS:,} runs per budget, got {text}")
+    return x
+
+
+def max_train_arg(text: str) -> int | None:
+    """A subset size (an integer >= 1), or `all` for the whole training split."""
+    return None if text.strip().lower() == "all" else _int_at_least(text, 1)
 
 
 def _float(text: str) -> float:
@@ -489,6 +504,7 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _audit(args: argparse.Namespace) -> int:
     from dphpo.audit import THREAT_MODELS
     from dphpo.audit.run import AuditSpec, check_spec_data, load_audit_data, run_audit
+    from dphpo.audit.subset_canaries import summary as subset_summary
     from dphpo.io import check_writable
     from dphpo.report.audit import audit_table, write_audit
 
@@ -517,7 +533,7 @@ def _audit(args: argparse.Namespace) -> int:
         for suffix in (".md", ".csv", ".json"):
             check_writable(Path(args.out).with_suffix(suffix), "--out")
     data = load_audit_data(
-        args.data, root=args.data_root, max_train=args.max_train or None, features=args.features
+        args.data, root=args.data_root, max_train=args.max_train, features=args.features
     )
     for spec in specs:
         check_spec_data(spec, data)
@@ -529,6 +545,7 @@ def _audit(args: argparse.Namespace) -> int:
         print(json.dumps(_jsonable({"audits": [r.to_dict() for r in results]})))
     else:
         print(audit_table(results).to_markdown())
+        print(subset_summary(data.subset_canaries))
         print(
             f"{models[0]} eps lower bounds (Clopper-Pearson, family-wise confidence {1 - args.alpha:g} per claim) "
             "for claimed eps "
@@ -553,7 +570,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(handler=_audit, parser=p)
     p.add_argument("--eps", type=positive_float, nargs="+", required=True, help="claimed eps of one run (one or more)")
     p.add_argument("--delta", type=probability, default=d["delta"])
-    p.add_argument("--runs", type=positive_int, default=d["runs"], help="training runs per budget, half in each world")
+    p.add_argument("--runs", type=audit_runs, default=d["runs"], help=f"training runs per budget, half in each world (2 to {MAX_AUDIT_RUNS:,})")
     p.add_argument("--steps", type=positive_int, default=d["steps"], help="steps T of each run")
     p.add_argument("--lr", type=positive_float, default=d["lr"], help="learning rate (momentum 0.9, unit clipping)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="expected Poisson batch size: audit DP-SGD")
@@ -576,9 +593,10 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--features", default=None, help="audit on a feature cache (.h5) instead of --data")
     p.add_argument(
         "--max-train",
-        type=nonnegative_int,
+        type=max_train_arg,
         default=d["max_train"],
-        help="seeded random subset of the training split (0: all); the guarantee holds for every dataset",
+        help="per-record subset of about this many training records (`all`: the whole split), checked first by add/remove "
+        "subset canaries (D vs D plus one record differ by at most that record); the guarantee holds for every dataset",
     )
     p.add_argument(
         "--threat-model",
@@ -640,8 +658,6 @@ def _verify(args: argparse.Namespace) -> int:
     root = Path(args.results_dir)
     if not root.is_dir():
         return _fail("dphpo verify", f"RESULTS_DIR {root} is not a directory")
-    if args.configfile and not Path(args.configfile).is_file():
-        return _fail("dphpo verify", f"--configfile {args.configfile} does not exist")
     if args.release:
         return _verify_release(root)
     checks, summary = verify_tree(root, args.configfile)
@@ -655,7 +671,7 @@ def _verify(args: argparse.Namespace) -> int:
     if not is_bundle(root):
         print(f"note: {root} is a results tree, not a publishable bundle (it holds internal files); "
               f"build one with `dphpo release {root} OUT_DIR` and check it with `dphpo verify --release OUT_DIR`")
-    return 0 if summary["failed"] == 0 else 1
+    return 0 if summary["failed"] == 0 and not summary["missing (the config implies them)"] else 1
 
 
 def _verify_release(root: Path) -> int:
@@ -674,12 +690,9 @@ def _verify_release(root: Path) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     from dphpo.release import build_bundle
+    from dphpo.studies.validate import load_config
 
-    config = None
-    if args.configfile:
-        if not Path(args.configfile).is_file():
-            return _fail("dphpo release", f"--configfile {args.configfile} does not exist")
-        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+    config = load_config(args.configfile) if args.configfile else None
     statement = build_bundle(args.results_dir, args.out_dir, include_nonprivate=args.include_nonprivate,
                              methods=args.methods, config=config)
     for d in statement["datasets"]:
@@ -702,7 +715,7 @@ def add_release_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("release", help="build a publishable bundle from a results tree", description=text)
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
     p.add_argument("out_dir", metavar="OUT_DIR", help="a new folder for the bundle")
-    p.add_argument("--configfile", help="the workflow config (its design_notes label rows chosen on private data)")
+    p.add_argument("--configfile", nargs="+", metavar="FILE", help="the workflow config file(s) (their design_notes label rows chosen on private data)")
     p.add_argument("--include-nonprivate", action="store_true", help="also the non-private reference and oracles (eps = inf)")
     p.add_argument("--methods", nargs="+", metavar="METHOD", help="only these methods' releases")
     p.set_defaults(handler=_release)
@@ -719,7 +732,9 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p = subparsers.add_parser("verify", help="verify a published results tree", description=text)
     p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
-    p.add_argument("--configfile", help="the config the results claim to come from (workflow config YAML)")
+    p.add_argument("--configfile", nargs="+", metavar="FILE",
+                   help="the config file(s) the results claim to come from, as given to snakemake --configfile: "
+                   "each release's config hash, and every release the config's study implies present, no other")
     p.add_argument("--release", action="store_true", help="RESULTS_DIR is a bundle of `dphpo release`: check that "
                    "it holds nothing that must not be published, its MANIFEST and its privacy statement")
     p.set_defaults(handler=_verify)

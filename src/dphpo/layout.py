@@ -8,6 +8,7 @@ Rules `expand` these templates (their `{wildcards}` are Snakemake's), library co
 from __future__ import annotations
 
 import math
+import re
 
 ROOT = "results"
 
@@ -74,6 +75,16 @@ def path(template: str, **values) -> str:
     if "eps" in values and not isinstance(values["eps"], str):
         values["eps"] = eps_label(values["eps"])
     return template.format(**values)
+
+
+def parse(template: str, path: str | object) -> dict[str, str] | None:
+    """The wildcards of `path` when it is an instance of `template` below any results folder (its
+    `results/` may be named otherwise, or be the folder the path is relative to), else None: what a
+    consumer expects a record at that path to say."""
+    inside = template.removeprefix(ROOT + "/")
+    pattern = re.sub(r"\\{(\w+)\\}", lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(inside))
+    match = re.search(r"(?:^|/)" + pattern + "$", str(path))
+    return match.groupdict() if match else None
 
 
 def partial(template: str, **values) -> str:

@@ -143,8 +143,10 @@ class DatasetStatement:
         for r in self.releases:
             prov = r.provenance
             cache = prov.get("feature_cache") or {}
-            test = (prov.get("settings") or {}).get("test_split") or "public"
-            parts.add(f"the test split ({test}: its metrics are published exactly)")
+            test = (prov.get("settings") or {}).get("test_split", "official")
+            parts.add("the test split (" + ("declared public by datasets." + self.dataset + ".test_split"
+                                            if test == "public" else "the dataset's official public test split")
+                      + "; its metrics are published exactly)")
             if cache.get("public_n_train") is not None:
                 parts.add(f"the declared training-set size n = {cache['public_n_train']} (the normaliser, never counted)")
             if prov.get("extractor") and prov.get("extractor") not in ("raw", "identity"):

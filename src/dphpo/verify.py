@@ -4,7 +4,9 @@ For someone checking a DP claim that was published with its results tree (a repr
 it never trains and never needs the noise key, so it runs on a tree copied to another machine. For
 every release (`runs/**/result.json`, `language/**/results.json`) it checks
 
-- the seal (`record_sha256`): a missing seal fails like a wrong one;
+- the seal (`record_sha256`): a missing seal fails like a wrong one. The seal is an unkeyed sha256 of
+  the record's canonical JSON: it detects accidental edits (a hand-edited number, a truncated copy),
+  not forgery — whoever changes a record on purpose can recompute it (docs/privacy.md §3);
 - the total ε, recomputed from the ledger's entries by an implementation independent of
   `dphpo.privacy`: the closed form of μ-GDP (scipy) for all-GDP ledgers; Google's `dp_accounting`
   for the rest — RDP curves summed and converted by `dp_accounting.rdp.compute_epsilon`, Poisson-
@@ -12,7 +14,8 @@ every release (`runs/**/result.json`, `language/**/results.json`) it checks
   stated total must agree (it may be larger by the PRV/PLD discretisation tolerance, never smaller),
   and must be within the stated target;
 - that the release holds no field its guarantee does not cover (exact training statistics, private
-  counts, plain checksums of private data: `dphpo.hpo.common.INTERNAL_KEYS`);
+  counts, plain checksums of private data, the secret number of Papernot–Steinke/Koskela trials and
+  the selected trial's index: `dphpo.hpo.common.INTERNAL_KEYS`);
 - with `--configfile`, that each vision release's config hash is the one that config asks for.
 
 It prints one table (file, method, claimed ε, recomputed ε, status) and a summary; the exit status is
@@ -24,18 +27,20 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dphpo.hpo.common import INTERNAL_KEYS
+from dphpo import layout
+from dphpo.hpo.common import INTERNAL_KEYS, TRIAL_COUNT_KEYS
 from dphpo.io import SEAL_KEY, seal
 from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
+from dphpo.studies.validate import load_config
 
 #: Tolerance of a recomputed ε where either side is numerical (prv-accountant's upper bound carries its
 #: eps_error, 0.01 by default; PLD discretises): relative and absolute.
@@ -181,7 +186,11 @@ def _load_sealed(path: Path) -> tuple[Any, list[str]]:
     stored = data.pop(SEAL_KEY, None)
     if stored is None:
         return data, [f"no {SEAL_KEY}: the seal was removed"]
-    if stored != seal(data):
+    try:
+        sealed = seal(data)
+    except ValueError:  # NaN or inf: no release holds one (write_json stores them as null or "inf")
+        return data, ["holds a non-finite number (NaN or Infinity), which no dphpo record holds: edited"]
+    if stored != sealed:
         return data, [f"{SEAL_KEY} does not match the content: edited after it was written"]
     return data, []
 
@@ -211,6 +220,11 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
         check.problems.append(f"total_eps {claimed} differs from privacy.total.eps {stated_total}")
     if claimed is not None and target is not None and claimed > target * (1 + 1e-9):
         check.problems.append(f"total ε {claimed:.6g} exceeds the target {target:g}")
+    if record.get("trials_released") == "selected":  # a secret number of trials: no index, count or list
+        named = sorted(TRIAL_COUNT_KEYS & (set(record.get("released") or {}) | set(record.get("search") or {})))
+        if named or record.get("trials"):
+            check.problems.append("a best-trial-only release reveals its secret number of trials: "
+                                  + ", ".join(named + (["trials"] if record.get("trials") else [])))
     leaked = _uncovered({k: v for k, v in record.items() if k != "internal_fields"})
     if leaked or "internal" in record:
         check.problems.append("fields the guarantee does not cover: " + ", ".join(leaked[:5] or ["internal log"]))
@@ -221,20 +235,18 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
     return check
 
 
-def expected_hashes(config_path: str | Path) -> dict[str, str]:
-    """{variant: config hash} the given config asks for (validated with the workflow's schema)."""
-    from snakemake.utils import validate  # the workflow extra
-
-    config = yaml.safe_load(Path(config_path).read_text())
-    schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-    validate(config, schema=str(schema))  # fills defaults as the workflow does
+def expected_hashes(config: dict) -> dict[str, str]:
+    """{variant: config hash} a validated config asks for."""
     return {v: config_hash(study_config.variant_config(copy.deepcopy(config), v)) for v in [study_config.DEFAULT_VARIANT, *config.get("variants", {})]}
 
 
-def verify_tree(root: str | Path, config_path: str | Path | None = None) -> tuple[list[Check], dict[str, Any]]:
-    """Every release under `root` checked; returns the checks and a summary."""
+def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = None) -> tuple[list[Check], dict[str, Any]]:
+    """Every release under `root` checked; returns the checks and a summary. With `config_paths` (read
+    as `snakemake --configfile` reads them), also that every release the config's study implies is
+    there and that no other release of its studies is (completeness)."""
     root = Path(root)
-    hashes = expected_hashes(config_path) if config_path else None
+    config = load_config(config_paths) if config_paths else None
+    hashes = expected_hashes(config) if config is not None else None
     checks: list[Check] = []
     files = sorted(root.rglob("result.json")) + sorted(root.rglob("results.json"))
     for path in files:
@@ -249,17 +261,39 @@ def verify_tree(root: str | Path, config_path: str | Path | None = None) -> tupl
             vision = path.name == "result.json" and "language" not in path.parts
             expect = hashes.get(variant) if hashes is not None and vision else None
             check = check_record(record, rel if len(records) == 1 else f"{rel}[{i}]", expect)
+            if len(records) == 1:  # a record moved into another run's folder (two targets swapped, say)
+                check.problems += [f"not the record its path names: {p}" for p in study_config.identity_problems(rel, record)]
             if hashes is not None and vision and variant not in hashes:
                 check.problems.append(f"variant {variant!r} is not in the given config")
             check.problems[:0] = problems
             checks.append(check)
+    missing = _completeness(config, checks) if config is not None else []
     internal = sorted(str(p.relative_to(root)) for p in root.rglob("internal.json"))
     private = [c for c in checks if c.recomputed_eps is not None and c.claimed_eps is not None]
     summary = {
         "releases": len(checks),
         "failed": sum(not c.ok for c in checks),
+        "missing (the config implies them)": len(missing) if config is not None else None,
         "largest |claimed − recomputed| ε": max((abs(c.claimed_eps - c.recomputed_eps) for c in private), default=None),
         "internal logs found (never publish them)": len(internal),
-        "config checked": str(config_path) if config_path else None,
+        "config checked": ", ".join(map(str, config_paths)) if config_paths else None,
     }
-    return checks, summary
+    return checks + missing, summary
+
+
+def _completeness(config: dict, checks: list[Check]) -> list[Check]:
+    """A failed check per release the config's study (target `all`) implies that is missing, and a
+    problem added to each release of its studies and rule variants that the config does not imply
+    (another method, seed or target ε). Releases of other variants (the paper target's ablations) are
+    not enumerated here."""
+    expected = {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
+    found = {c.file: c for c in checks if layout.parse(layout.RESULT, c.file)}
+    missing = [Check(rel, str(layout.parse(layout.RESULT, rel)["method"]), None,
+                     problems=["missing: the config's study implies this release"]) for rel in sorted(expected - set(found))]
+    studies = {(s["dataset"], s["extractor"]) for s in config["studies"]}
+    variants = set(study_config.rule_variants(config))
+    for rel in sorted(set(found) - expected):
+        wc = layout.parse(layout.RESULT, rel)
+        if (wc["dataset"], wc["extractor"]) in studies and wc["variant"] in variants:
+            found[rel].problems.append("not implied by the config (another method, seed or target ε)")
+    return missing

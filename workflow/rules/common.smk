@@ -112,19 +112,6 @@ def data_params(dataset):
     return options if checksum is None else options | {"content_sha256": checksum}
 
 
-def method_results(method, dataset, extractor, variant="default"):
-    """Every result.json of a method on one study: all seeds × all target ε."""
-    return expand(
-        layout.RESULT,
-        dataset=dataset,
-        extractor=extractor,
-        method=method,
-        variant=variant,
-        seed=SEEDS,
-        eps=EPS_LABELS,
-    )
-
-
 def run_outputs(template, method=None):
     """One file of a run (layout.RESULT, MODEL or INTERNAL) per target ε, the other wildcards left to
     the rule (its `method` wildcard unless `method` is given)."""
@@ -132,28 +119,18 @@ def run_outputs(template, method=None):
     return [layout.partial(template, eps=eps, **filled) for eps in EPS_LABELS]
 
 
-def baseline_results():
-    """Every result.json of the baselines the config runs (feature studies and opt-in CNN studies)."""
-    return [
-        f
-        for dataset, extractor, method in registry.method_jobs(config)
-        for f in method_results(method, dataset, extractor)
-    ]
-
-
 def rule_results():
     """Every result.json of the linear scaling rule: the paper's and each safeguarded variant's."""
     return [
         f
-        for dataset, extractor in STUDIES
-        for variant in study_config.rule_variants(config)
-        for f in method_results("linear_scaling", dataset, extractor, variant)
+        for f in study_results()
+        if layout.parse(layout.RESULT, f)["method"] == "linear_scaling"
     ]
 
 
 def study_results():
     """Every result.json of the study: the linear scaling rule and the baselines."""
-    return rule_results() + baseline_results()
+    return study_config.study_results(config)
 
 
 def released_models():

@@ -3,6 +3,7 @@
 from dphpo.data.registry import dataset_download
 from dphpo.features.pretrain import run_pretraining
 from dphpo.privacy.randomness import key_from_config
+from dphpo.provenance import config_hash
 from dphpo.studies import jobs
 
 sm = snakemake  # noqa: F821 - injected by Snakemake
@@ -17,5 +18,6 @@ with jobs.job_log(sm.log[0], threads=sm.threads):
         summary_path=sm.output.summary,
         data_dir=sm.params.data_dir,
         download=dataset_download(sm.config, public),
-        noise=key_from_config(sm.config).scope(pretraining=name),
+        # labelled by the section's hash (the rule's params): another version of it draws other noise
+        noise=key_from_config(sm.config).scope(pretraining=name, settings=config_hash(settings)),
     )

@@ -64,7 +64,9 @@ from dphpo.audit.bounds import (
     gaussian_achievable,
     threshold_bound,
 )
-from dphpo.data.registry import load_dataset
+from dphpo.audit.subset_canaries import check_subset_canaries
+from dphpo.audit.subset_canaries import summary as subset_summary
+from dphpo.data.registry import DATASETS, Dataset, load_dataset, subset
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.features.cache import load_feature_cache
 from dphpo.features.extractors import RawPixels
@@ -74,6 +76,8 @@ from dphpo.provenance import provenance
 from dphpo.train.dpgd import TrialBatch, clip_scales, clipped_sums, train_linear_dpgd
 
 ACCOUNTANTS = ("gdp", "rdp", "prv")
+#: The audit's `max_train` subset: the workflow's per-record rule under this public salt.
+AUDIT_SUBSET_SEED = 0
 #: Runs per block of the white-box attack's float64 arithmetic (bounds its memory).
 ATTACK_BLOCK = 4096
 
@@ -146,6 +150,8 @@ class AuditData:
     num_classes: int
     checksum: str
     source: str
+    # the add/remove canaries through the subset path (dphpo.audit.subset_canaries), checked on loading
+    subset_canaries: dict | None = None
 
     @property
     def n(self) -> int:
@@ -155,7 +161,14 @@ class AuditData:
 def load_audit_data(
     name: str = "digits", *, root: str = "data", max_train: int | None = None, features: str | None = None
 ) -> AuditData:
-    """D: raw pixels of a registry image dataset (digits by default, offline), or a feature cache file."""
+    """D: raw pixels of a registry image dataset (digits by default, offline), or a feature cache file.
+
+    A `max_train` subset is the workflow's per-record subset (`registry.subset`, subset_seed 0), a share
+    max_train / the dataset's published training size; for a feature cache of a dataset without one,
+    a share of the cache's own training count (the audit's D is the auditor's: nothing about it is
+    released as private). Before D is returned, the add/remove canaries through that subset path
+    (`check_subset_canaries`) must pass: they raise SubsetCanaryError otherwise.
+    """
     if features:
         try:
             fs = load_feature_cache(features)
@@ -165,27 +178,39 @@ def load_audit_data(
                 f"--features {features}: not a dphpo feature cache ({reason}); pass a cache the workflow built "
                 "(results/features/<dataset>/<extractor>.h5)"
             ) from None
-        x, y = fs.x_train.float(), fs.y_train.long()
-        if max_train is not None and max_train < x.shape[0]:
-            idx = torch.as_tensor(np.sort(np.random.default_rng(0).choice(x.shape[0], max_train, replace=False)))
-            x, y = x[idx], y[idx]
+        empty = np.zeros((0, fs.x_train.shape[1]), np.float32)
+        full = Dataset(
+            name=str(fs.attrs.get("dataset") or "features"), modality="features",
+            train_inputs=fs.x_train.float().cpu().numpy(), train_labels=fs.y_train.long().cpu().numpy(),
+            test_inputs=empty, test_labels=np.zeros(0, np.int64), num_classes=int(fs.num_classes),
+            checksum=fs.checksum, source=f"feature cache {features} (train split)",
+        )
+        known = DATASETS.get(full.name)
+        public_n = known.public_n_train if known is not None and known.public_n_train else full.n_train
+        canaries = check_subset_canaries(full, max_train=max_train, seed=AUDIT_SUBSET_SEED, public_n_train=public_n)
+        ds = subset(full, max_train, None, AUDIT_SUBSET_SEED, public_n_train=public_n)
         return AuditData(
-            x, y, int(fs.num_classes), fs.checksum, f"feature cache {features} (train split, n={x.shape[0]})"
+            torch.from_numpy(ds.train_inputs), torch.from_numpy(ds.train_labels), ds.num_classes, ds.checksum,
+            f"{ds.source}, n={ds.n_train}; {subset_summary(canaries)}", canaries,
         )
 
-    ds = load_dataset(name, root, max_train=max_train, max_test=0, download=False)
-    if ds.modality != "image":
+    full = load_dataset(name, root, download=False)
+    spec = DATASETS[name]
+    if full.modality != "image":
         raise ConfigError(
             f"audit.data (--data) {name}: the audit trains on raw pixels of an image dataset; "
-            f"pass --features for {ds.modality} data"
+            f"pass --features for {full.modality} data"
         )
+    canaries = check_subset_canaries(full, max_train=max_train, seed=AUDIT_SUBSET_SEED, public_n_train=spec.public_n_train)
+    ds = subset(full, max_train, 0, AUDIT_SUBSET_SEED, public_n_train=spec.public_n_train)  # as load_dataset draws it
     x = torch.from_numpy(RawPixels("raw").extract(ds.train_inputs, progress=False))
     return AuditData(
         x,
         torch.from_numpy(ds.train_labels),
         ds.num_classes,
         ds.checksum,
-        f"{name} raw pixels ({ds.source}), n={ds.n_train}",
+        f"{name} raw pixels ({ds.source}), n={ds.n_train}; {subset_summary(canaries)}",
+        canaries,
     )
 
 
@@ -456,6 +481,7 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         "train_seconds": train_s,
         "total_seconds": total_s,
         "achievable": ceiling,
+        "subset_canaries": data.subset_canaries,
         "family_wise": {
             "alpha": spec.alpha,
             "bounds": bounds_in_family,

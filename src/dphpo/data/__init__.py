@@ -12,7 +12,7 @@ from dphpo.data.registry import (
     DatasetSpec,
     content_checksum,
     load_dataset,
-    stratified_split,
+    split_population,
     subset,
 )
 
@@ -24,6 +24,6 @@ __all__ = [
     "DatasetSpec",
     "content_checksum",
     "load_dataset",
-    "stratified_split",
+    "split_population",
     "subset",
 ]

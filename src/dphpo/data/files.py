@@ -2,15 +2,21 @@
 
 Three kinds, each checked before any job with the key and the file named:
 - `image_folder`: DIR/train/<class>/* and DIR/test/<class>/* (ImageFolder layout; PNG, JPEG, BMP, …,
-  grey or RGB, any size); without test/, a seeded stratified split of `test_fraction`.
+  grey or RGB, any size); without test/, a per-record split of `test_fraction` (below).
 - `text_table`: a CSV, TSV, JSONL or Parquet file; `text_field` (one column, or two for sentence
-  pairs), `label_field`, optional `split_field` (train/test), else a seeded split.
+  pairs), `label_field`, optional `split_field` (train/test), else a per-record split.
 - `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y, read by an
   extractor of kind `identity`.
 
 String labels become classes in sorted order (recorded); integer labels must be 0..K-1. The content
 checksum covers the files by relative path and bytes, never their location or mtimes: moving the
 data changes nothing, editing one file changes the checksum.
+
+Data without a split of its own are split record by record (`registry.split_population` →
+`dphpo.data.subsets.split_test`, salt `split_seed`): an image goes to test by the keyed hash of its
+pixels as read and its class folder's name, a row by its text and its label as written, so adding a
+record to the user's data moves no other between train and test. The split is not stratified: on
+tiny data a class may end up without training examples (the loader says so).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from dphpo.data.registry import (
     DatasetSpec,
     bound_spec,
     make_dataset,
-    stratified_split,
+    split_population,
 )
 from dphpo.errors import DatasetError
 from dphpo.io import write_text
@@ -106,9 +112,9 @@ class FileDataset:
 
     def load(self) -> Dataset:
         self.check_path()
-        return {"image_folder": load_image_folder, "text_table": load_text_table, "features": load_feature_file}[
-            self.kind
-        ](self)
+        ds = {"image_folder": load_image_folder, "text_table": load_text_table, "features": load_feature_file}[self.kind](self)
+        check_trainable(ds, f"{self.key} ({self.path.name})")
+        return ds
 
 
 def file_section(config: dict, name: str) -> dict | None:
@@ -131,6 +137,7 @@ def dataset_spec(config: dict, name: str) -> DatasetSpec | None:
         num_classes=len(classes) if classes else None,
         loader=lambda root, download: spec.load(),
         description=f"{spec.kind} {spec.path.name}",
+        # declared, never counted: what a max_train subset is a share of (registry.load_dataset)
         public_n_train=section.get("public_n_train"),
     )
 
@@ -197,6 +204,18 @@ def content_checksum(config: dict, name: str, cache_dir: Path | None = None) -> 
     return files_checksum(root, files, None if cache_dir is None else cache_dir / f"{name}.json")
 
 
+def check_trainable(ds: Dataset, where: str) -> None:
+    """Refuse data no study can report on: fewer than two classes in the training split (a one-class
+    "classifier" scores 100 % on a one-class test split), or an empty test split (no test metric)."""
+    classes = np.unique(np.asarray(ds.train_labels))
+    if len(classes) < 2:
+        raise DatasetError(f"{where}: the training split holds {len(classes)} class(es); a classifier needs at least two "
+                           "(check the label column or the class folders)")
+    if len(ds.test_labels) == 0:
+        raise DatasetError(f"{where}: the test split is empty, so no test metric can be reported; add test records "
+                           "(a test/ folder, split_field rows marked test, or test_x/test_y), or drop split_field to carve a share")
+
+
 def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Integer labels 0..K-1 (kept) or strings (sorted into a class list); every class needs training examples."""
     values = list(train) + list(test)
@@ -224,10 +243,11 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str) -> tupl
     return y_train, y_test, classes
 
 
-def _split(spec: FileDataset, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _split(spec: FileDataset, records: Sequence[Any], labels: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record train/test split of data without one; `labels` as written (class names or integers)."""
     if not 0.0 < spec.test_fraction < 1.0:
         raise DatasetError(f"{spec.key}.test_fraction: must lie in (0, 1), got {spec.test_fraction}")
-    return stratified_split(labels, spec.test_fraction, spec.split_seed)
+    return split_population(records, list(labels), None, spec.test_fraction, spec.split_seed)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,11 +315,17 @@ def load_image_folder(spec: FileDataset) -> Dataset:
     y_test = np.asarray([classes.index(c) for _, c in paths["test"]], dtype=np.int64)
     source = f"image folder {root.name}/ ({len(every)} images, {'RGB' if rgb else 'grey'}"
     source += f", resized to {size[0]}x{size[1]})" if size and len(set(sizes)) > 1 else ")"
-    if not has_test:
-        train_idx, test_idx = _split(spec, y_train)
+    if not has_test:  # by each image's pixels as read and its class name, before any resizing
+        train_idx, test_idx = _split(spec, images["train"], [c for _, c in paths["train"]])
         x["train"], x["test"] = x["train"][train_idx], x["train"][test_idx]
         y_train, y_test = y_train[train_idx], y_train[test_idx]
-        source += f"; seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
+        lacking = sorted(set(range(len(classes))) - set(y_train.tolist()))
+        if lacking:
+            raise DatasetError(
+                f"{spec.key}: class(es) {', '.join(classes[i] for i in lacking[:5])} have no training examples after the "
+                f"per-record split (test_fraction={spec.test_fraction:g}); add examples or a test/ folder"
+            )
+        source += f"; per-record split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
     ds = make_dataset(spec.name, "image", x["train"], y_train, x["test"], y_test, num_classes=len(classes),
                       source=source, classes=classes)
     ds.checksum = files_checksum(*data_files(spec))
@@ -314,8 +340,7 @@ def _read_rows(path: Path, key: str) -> list[dict]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
-            with path.open(newline="", encoding="utf-8") as fh:
-                return list(csv.DictReader(fh, delimiter="\t" if suffix == ".tsv" else ","))
+            return _read_delimited(path, key, "\t" if suffix == ".tsv" else ",")
         if suffix == ".jsonl":
             rows = []
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -330,6 +355,23 @@ def _read_rows(path: Path, key: str) -> list[dict]:
         return pd.read_parquet(path).to_dict("records")
     except (OSError, UnicodeDecodeError, csv.Error, ImportError, ValueError) as exc:
         raise DatasetError(f"{key}.path: cannot read {path} ({exc})") from None
+
+
+def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:
+    """A CSV or TSV as rows (a UTF-8 byte-order mark, as Excel writes, is accepted); a ragged row or an
+    unterminated quote is refused naming its line."""
+    rows = []
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
+        try:
+            for row in reader:
+                if None in row or None in row.values():  # more, or fewer, cells than the header names
+                    raise DatasetError(f"{key}.path: {path.name} line {reader.line_num}: the row's cells do not match the "
+                                       f"header's {len(reader.fieldnames or [])} columns (a ragged row)")
+                rows.append(row)
+        except csv.Error as exc:
+            raise DatasetError(f"{key}.path: {path.name} line {reader.line_num}: {exc} (an unterminated quote?)") from None
+    return rows
 
 
 def _label_value(value: Any) -> Any:
@@ -361,7 +403,10 @@ def load_text_table(spec: FileDataset) -> Dataset:
         if not all(parts):
             raise DatasetError(f"{spec.key}: {path.name} row {i}: empty text in {', '.join(spec.text_field)}")
         texts.append(PAIR_SEPARATOR.join(parts))
-        labels.append(_label_value(row.get(spec.label_field)))
+        label = _label_value(row.get(spec.label_field))
+        if label is None or label == "":
+            raise DatasetError(f"{spec.key}.label_field: {path.name} row {i}: empty label in column {spec.label_field!r}")
+        labels.append(label)
         if spec.split_field:
             splits.append(str(row.get(spec.split_field)).strip())
     if spec.split_field:
@@ -372,9 +417,9 @@ def load_text_table(spec: FileDataset) -> Dataset:
         test_idx = np.flatnonzero(np.asarray(splits) == "test")
         how = f"split by column {spec.split_field!r}"
     else:
-        y_all, _, _ = encode_labels(labels, [], f"{spec.key} ({path.name})")
-        train_idx, test_idx = _split(spec, y_all)
-        how = f"seeded stratified split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
+        encode_labels(labels, [], f"{spec.key} ({path.name})")  # checks the labels before splitting
+        train_idx, test_idx = _split(spec, texts, labels)
+        how = f"per-record split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
     y_train, y_test, classes = encode_labels(
         [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
     )
@@ -397,8 +442,9 @@ def load_feature_file(spec: FileDataset) -> Dataset:
             if missing:
                 raise DatasetError(f"{spec.key}.path: {path.name} lacks array(s) {', '.join(missing)}")
             arrays = {k: f[k] for k in ("train_x", "train_y", "test_x", "test_y")}
-    except (OSError, ValueError) as exc:
-        raise DatasetError(f"{spec.key}.path: cannot read {path} as .npz ({exc})") from None
+    except (OSError, ValueError, EOFError) as exc:
+        why = "not a NumPy .npz archive of plain arrays" if "pickle" in str(exc) or isinstance(exc, EOFError) else exc
+        raise DatasetError(f"{spec.key}.path: cannot read {path} as .npz ({why})") from None
     x_train, x_test = arrays["train_x"], arrays["test_x"]
     for split, x in (("train_x", x_train), ("test_x", x_test)):
         if x.dtype == object or x.ndim != 2:
@@ -407,6 +453,11 @@ def load_feature_file(spec: FileDataset) -> Dataset:
             raise DatasetError(f"{spec.key}: {path.name} {split} must be numeric, got {x.dtype}")
         if not np.isfinite(x).all():
             raise DatasetError(f"{spec.key}: {path.name} {split} holds NaN or inf values")
+    for split, x in (("train_x", x_train), ("test_x", x_test)):
+        with np.errstate(over="ignore"):
+            if not np.isfinite(x.astype(np.float32)).all():
+                raise DatasetError(f"{spec.key}: {path.name} {split} holds values beyond float32's range (|x| > 3.4e38), "
+                                   "which the features are stored in: rescale them")
     if x_train.shape[1] != x_test.shape[1]:
         raise DatasetError(f"{spec.key}: {path.name} train_x has width {x_train.shape[1]} but test_x {x_test.shape[1]}")
     for split in ("train", "test"):

@@ -1,9 +1,11 @@
 """Public/private overlap guards: the data a model saw in public pretraining must not be a study's
 private data.
 
-Text (language studies): disjoint index partitions of one corpus (`data.partition`, checked by
-`dphpo.studies.config.check_language_study`) can still share texts, since a corpus repeats itself (51 of
-the 2,000 private tweets of the embedded config occur verbatim in the public half). Pretraining
+Text (language studies): disjoint partitions of one corpus (`data.partition`, per record: a keyed hash
+of each text and its label, dphpo.data.text.partition; checked by
+`dphpo.studies.config.check_language_study`) can still share texts, since a corpus repeats itself
+(texts equal once normalized, or the same text under another label; 51 of the 2,000 private tweets of
+the embedded config occurred verbatim in the public half of the old index partitions). Pretraining
 therefore drops from the public corpus every text whose normalized form (`normalize_text`) occurs in
 the private corpus of a study that starts from it (`drop_private_texts`), and records how many;
 a study refuses a checkpoint not deduplicated against its corpus (`check_deduplicated`, by a

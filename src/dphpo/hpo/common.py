@@ -95,7 +95,8 @@ class MethodResult:
     save_model: Callable[[Any], None] | None = None  # writes the released model (default: weights to npz)
     # Which trials the guarantee covers: "all" when every trial is its own accounted release (composed
     # runs), "selected" when only the best one is (Papernot–Steinke, Koskela: their theorems cover
-    # releasing the best; the other trials, and how many there were, stay in the internal log).
+    # releasing the best; the other trials, how many there were, whether K was capped and the selected
+    # trial's index stay in the internal log: `internal`, `release_record`).
     trials_released: str = "all"
     internal: dict = field(default_factory=dict)  # what the internal log adds (never in the release)
 
@@ -103,6 +104,16 @@ class MethodResult:
         if self.metric == "accuracy":
             self.test_metric = self.test_accuracy if self.test_metric is None else self.test_metric
             self.train_metric = self.train_accuracy if self.train_metric is None else self.train_metric
+
+    @property
+    def failure(self) -> str | None:
+        """Why the released model is no model: non-finite weights or test metric (training diverged, e.g.
+        a step size far too large). Post-processing of the DP output, so stating it costs nothing."""
+        if self.weights is not None and not bool(torch.isfinite(torch.as_tensor(self.weights)).all()):
+            return "diverged: the released model has non-finite weights (the step size is far too large for this data)"
+        if self.test_metric is not None and not math.isfinite(float(self.test_metric)):
+            return "diverged: the released model's test metric is not finite"
+        return None
 
     @property
     def total(self) -> dict:
@@ -116,7 +127,8 @@ class MethodResult:
 
     def _record(self, provenance: dict) -> dict:
         total = self.total
-        return {
+        failed = {"failed": self.failure} if self.failure else {}
+        return failed | {
             "method": self.method,
             "target": {"eps": self.target_eps, "delta": self.delta},
             "total_eps": total["eps"],
@@ -155,10 +167,12 @@ RELEASED_TRIAL_FIELDS = frozenset(
 )
 #: Keys never released anywhere in a record: exact statistics or sizes of the private data.
 #: Checksums of the private data are exact functions of it (a membership oracle for anyone holding a
-#: candidate dataset): the release carries their keyed MACs instead (`NoiseScope.mac`).
+#: candidate dataset): the release carries their keyed MACs instead (`NoiseScope.mac`). The secret
+#: number of trials of Papernot–Steinke and Koskela–Kulkarni: K, whether it was capped, and the index
+#: of the selected trial (K >= index + 1).
 INTERNAL_KEYS = frozenset(
     {"subsample_size", "mean_batch", "batch", "n_train", "n_train_texts", "train_tokens", "K", "capped",
-     "content_sha256", "dataset_checksum"}
+     "selected_trial", "content_sha256", "dataset_checksum"}
     # exact training metrics: a new, unaccounted query on the private data (train_<metric>)
     | {"train_accuracy", "train_metric", "train_perplexity", "train_f1", "train_exact", "train_accuracy_subsample", "train_loss"}
 )
@@ -173,8 +187,22 @@ def _covered(value: Any) -> Any:
     return value
 
 
+#: Fields that count or index trials: a release of the best trial only (`trials_released: selected`,
+#: a secret number of trials) must hold none of them, in `released` or `search`.
+TRIAL_COUNT_KEYS = frozenset({"trial", "n_trials"})
+
+
 def release_record(result: MethodResult, provenance: dict) -> dict:
-    """The release: what the stated (ε, δ) covers, nothing else (module docstring)."""
+    """The release: what the stated (ε, δ) covers, nothing else (module docstring). A method whose
+    number of trials is secret releases no trial list, index or count (TRIAL_COUNT_KEYS: refused here,
+    a bug of the method); methods of a fixed, public number of trials keep theirs."""
+    if result.trials_released == "selected":
+        named = sorted(TRIAL_COUNT_KEYS & (set(result.released) | set(result.search)))
+        if named:
+            raise ValueError(
+                f"{result.method}: its release covers the best trial only, but names {', '.join(named)}, which "
+                "reveal the secret number of trials; keep them in the internal log (`internal`)"
+            )
     full = _covered(result._record(provenance))
     trials = full["trials"] if result.trials_released == "all" else []
     full["trials"] = [{k: v for k, v in t.items() if k in RELEASED_TRIAL_FIELDS or k.startswith("test_")} for t in trials]

@@ -29,7 +29,14 @@ import numpy as np
 from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo.candidates import baselines_section, candidate_sampling, context
 from dphpo.hpo.common import MethodResult, released_model, result_metrics
-from dphpo.hpo.papernot_steinke import PSConfig, draw_trials, noisy_scores, score_mu, truncation_delta
+from dphpo.hpo.papernot_steinke import (
+    PSConfig,
+    draw_trials,
+    noisy_scores,
+    score_mu,
+    secret_count_fields,
+    truncation_delta,
+)
 from dphpo.hpo.selection import SelectionRule
 from dphpo.privacy.accountant import RunAccountant
 from dphpo.privacy.ledger import LedgerEntry
@@ -173,7 +180,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         plans.append([float(target), p, k_info, trials])
     tuning = x1.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"{METHOD} tuning")
 
-    finals, offset = [], 0
+    finals, selected, offset = [], [], 0
     for plan_ in plans:
         target, p, k_info, trials = plan_
         idx = np.arange(offset, offset + len(trials))
@@ -192,6 +199,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         else:  # Poisson K = 0: tuning returned ⊥; fall back to the middle of the grids (data-independent)
             best = None
             e, t = float(np.median(space.eta_grid)), int(space.steps[len(space.steps) // 2])
+        selected.append(best)  # internal only: the index would reveal the secret K (K >= index + 1)
         finals.append(
             {
                 "eta": e,
@@ -200,7 +208,6 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 "sigma": accountant.sigma_for_mu(p["mu_final"], t),
                 "mu": p["mu_final"],
                 "standalone_eps": accountant.gaussian_eps(p["mu_final"]),
-                "selected_trial": best,
             }
         )
     final = trainer.run_trials(
@@ -212,7 +219,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         desc=f"{METHOD} final",
     )
     results = []
-    for j, ((target, p, k_info, trials), fin) in enumerate(zip(plans, finals)):
+    for j, ((target, p, k_info, trials), fin, best) in enumerate(zip(plans, finals, selected)):
         ledger = planned_ledger(kc, p["mu_final"], p["mu_score"], p["truncation"])
         ledger.entries[-1] = LedgerEntry(
             what="final run on all data",
@@ -223,10 +230,8 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
             "Koskela & Kulkarni (2023) as RECONSTRUCTED here (docs/methods.md §4): P&S tuning on a Poisson subsample, "
             f"hyperparameter transfer '{kc.transfer}', final run on all data"
         ]
-        if fin["selected_trial"] is None:
+        if best is None:
             notes.append("K = 0: tuning released nothing; the final run used the middle of the grids")
-        if k_info["capped"]:
-            notes.append(f"K exceeded max_trials={kc.ps.max_trials}: capped, accounted by delta_cap")
         results.append(
             MethodResult(
                 method=METHOD,
@@ -249,7 +254,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 },
                 notes=notes,
                 trials_released="selected",
-                internal={"K": k_info["K"], "subsample_size": x1.n_train},
+                internal=secret_count_fields(k_info, best, kc.ps.max_trials) | {"subsample_size": x1.n_train},
             )
         )
     return results

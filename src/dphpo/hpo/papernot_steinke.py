@@ -11,7 +11,8 @@ released with that score; nothing is retrained. The base mechanism is μ_base-GD
 
 Capping K (compute guard). The theorems hold for the exact distribution of K; running min(K, m)
 trials is a different mechanism that no P&S theorem covers. We draw K from the exact distribution
-and cap it at `max_trials` = m only when the draw exceeds m (logged, recorded in the result).
+and cap it at `max_trials` = m only when the draw exceeds m (logged, recorded in the internal log:
+whether K was capped is a fact about the secret K, so the release does not say).
 Coupling the capped mechanism M' with the uncapped M through the same draw of K (which does not
 depend on the data), their outputs differ only on the event {K > m} of probability p, so for every
 set S: P[M'(x) ∈ S] ≤ P[M(x) ∈ S] + p ≤ e^ε P[M(x') ∈ S] + δ' + p ≤ e^ε P[M'(x') ∈ S] + δ' + (1 + e^ε) p.
@@ -237,6 +238,15 @@ def draw_trials(psc: PSConfig, space, noise: NoiseScope, target: float, method: 
     return cands, {"K": k, "capped": capped}
 
 
+def secret_count_fields(k_info: dict, selected: int | None, max_trials: int) -> dict:
+    """What a method with a secret number of trials keeps in its internal log, never in its release
+    (docs/privacy.md §3): K, whether it was capped (with the note saying so) and the index of the
+    selected trial (K >= index + 1). Their keys are INTERNAL_KEYS, so `dphpo verify` fails a release
+    that holds them."""
+    notes = [f"K exceeded max_trials={max_trials}: capped, accounted by delta_cap"] if k_info["capped"] else []
+    return {"K": k_info["K"], "capped": k_info["capped"], "selected_trial": selected, "notes": notes}
+
+
 def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     accountant, space, selection, targets = context(config, trainer)
     psc = PSConfig.from_config(config)
@@ -293,18 +303,18 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
             best = int(np.argmax(scores))
             chosen = trials[best]
             model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
+            # the best trial's output only: not its index (K >= index + 1 would reveal the secret K)
             released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {
-                "trial": best,
                 "score": chosen["score"],
                 "noisy_train_accuracy": chosen["score"] / trainer.n_public,
             }
         else:  # Poisson K = 0: the mechanism outputs ⊥ — reported as the untrained model (zero steps)
+            best = None
             untrained = trainer.run_trials([0.0], [0], [1.0], [0], progress=False, desc=f"{METHOD} (K = 0)")
             model = released_model(trainer, untrained, 0) | result_metrics(trainer, untrained, 0)
             released = {"output": "none (K = 0)"}
             notes.append("K = 0 was drawn: nothing is released; the reported model is the untrained one (zero head: predicts class 0)")
-        if k_info["capped"]:
-            notes.append(f"K exceeded max_trials={psc.max_trials}: capped, accounted by delta_cap")
+        internal = secret_count_fields(k_info, best, psc.max_trials)
         results.append(
             MethodResult(
                 method=METHOD,
@@ -320,7 +330,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 | {"mu_base": p["mu_base"], "mu_train": p["mu_train"], "mu_score": p["mu_score"], "retrained": False},
                 notes=notes,
                 trials_released="selected",
-                internal={"K": k_info["K"]},
+                internal=internal,
             )
         )
     return results

@@ -3,15 +3,30 @@
 A DP guarantee holds only if the adversary cannot compute the noise. Every private draw of the
 workflow (trial noise, Poisson masks, a secret subsample, the number of Papernot–Steinke trials,
 selection noise) therefore comes from a secret 256-bit key through HMAC-SHA256 over a label that
-names the draw completely: dataset, extractor, variant, study seed, method, stage, target and trial.
-So the same key reproduces every result byte for byte (a killed job resumes to the same numbers,
-two directories given one key agree), a new key gives independent noise, and two results published
-side by side (variants, extractors, datasets) never share noise, since their labels differ.
+names the draw completely: dataset, extractor, variant, study seed, the job's settings hash (the
+hash of the config it reads, `provenance.settings_hash`; a language job: its study and the hash of
+`language_settings`), method, stage, target and trial. So the same key and config reproduce every
+result byte for byte (a killed job resumes to the same numbers, two directories given one key
+agree), a new key gives independent noise, and two results published side by side (variants,
+extractors, datasets, or two versions of one study's config) never share noise, since their labels
+differ: subtracting two releases does not cancel it.
 
 No derived seed is ever written to an output; provenance records `fingerprint()`, a hash of the
 key that identifies it without revealing it. The key lives outside `results/`, owner-only: given
 by `privacy.noise_key_file`, else by the environment variable DPHPO_NOISE_KEY_FILE, else
-`.dphpo/noise.key` in the working directory, created from OS entropy on first use.
+`.dphpo/noise.key` in the working directory, created from OS entropy on first use. A key file is
+refused (ConfigError) when
+
+- a configured one (the setting or the variable) does not exist: only the default is created, so a
+  lost key is never silently replaced by a new one;
+- it lies inside the results tree (`dphpo.layout.ROOT`, paths resolved, so links and `..` count):
+  it would be published with the tree;
+- it is readable by group or others;
+- its key has low entropy (`check_entropy`): fewer than MIN_DISTINCT = 16 distinct byte values among
+  its 32 bytes, or fewer than 16 distinct differences between successive bytes (mod 256). The first
+  catches a zero key, a repeated byte and typed patterns, the second counters and short periods. A
+  uniform key fails either with probability below 5e-16 (exact occupancy count: 3.2e-17 and 4.6e-16),
+  and `NoiseKey.generate` draws again in that case, so a generated key always passes.
 
 Limits (docs/privacy.md): torch and numpy generators are seeded with 64 and 256 bits of the HMAC
 output; they are not cryptographic generators, and floating-point Gaussian sampling is not exact.
@@ -31,11 +46,15 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo import layout
 from dphpo.errors import ConfigError
 
 KEY_BYTES = 32
 ENV_VAR = "DPHPO_NOISE_KEY_FILE"
 DEFAULT_KEY_FILE = Path(".dphpo") / "noise.key"
+#: The fewest distinct byte values, and distinct differences of successive bytes, a key may have
+#: (module docstring: a uniform 32-byte key has about 30 of each; fewer than 16 has probability < 5e-16).
+MIN_DISTINCT = 16
 
 
 def _label_bytes(labels: tuple) -> bytes:
@@ -63,17 +82,23 @@ class NoiseKey:
         return hmac.new(self.secret, _label_bytes(labels), hashlib.sha256).digest()
 
     def scope(self, **labels: object) -> NoiseScope:
-        """Draws of one study: labels such as dataset, extractor, variant and seed prefix every draw."""
+        """Draws of one study: labels such as dataset, extractor, variant, seed and the job's settings hash
+        prefix every draw."""
         return NoiseScope(self, tuple(sorted((str(k), v) for k, v in labels.items())))
 
     @classmethod
     def generate(cls) -> NoiseKey:
-        return cls(secrets.token_bytes(KEY_BYTES))
+        """A key from OS entropy; drawn again in the (< 5e-16) case it fails `check_entropy`."""
+        while True:
+            secret = secrets.token_bytes(KEY_BYTES)
+            if _low_entropy(secret) is None:
+                return cls(secret)
 
 
 @dataclass(frozen=True)
 class NoiseScope:
-    """The private draws of one study (dataset × extractor × variant × seed); see the module docstring."""
+    """The private draws of one study (dataset × extractor × variant × seed × settings hash); see the
+    module docstring."""
 
     key: NoiseKey
     labels: tuple
@@ -119,23 +144,82 @@ def public_seed(*labels: object) -> int:
     return int.from_bytes(hashlib.sha256(_label_bytes(labels)).digest()[:8], "little") >> 1
 
 
+def _low_entropy(secret: bytes) -> str | None:
+    """Why `secret` looks like no random key (module docstring), or None."""
+    distinct = len(set(secret))
+    if distinct < MIN_DISTINCT:
+        return f"only {distinct} distinct byte value(s) among its {len(secret)} bytes"
+    steps = len({(b - a) % 256 for a, b in zip(secret, secret[1:])})
+    if steps < MIN_DISTINCT:
+        return f"only {steps} distinct difference(s) between successive bytes (a counter or a short repeated pattern)"
+    return None
+
+
+def check_entropy(secret: bytes, where: str) -> None:
+    """Refuse a low-entropy key: fewer than MIN_DISTINCT distinct byte values, or fewer than
+    MIN_DISTINCT distinct differences between successive bytes (module docstring). A uniform random
+    key fails with probability below 5e-16; `NoiseKey.generate` never returns one that fails."""
+    reason = _low_entropy(secret)
+    if reason is not None:
+        raise ConfigError(
+            f"{where}: a low-entropy noise key ({reason}); anyone could guess it and recompute every draw. "
+            "Use a key from OS entropy: delete the file to have the default one created, or run "
+            "`python -c \"from dphpo.privacy.randomness import create_key_file; create_key_file('PATH')\"`"
+        )
+
+
+def _locate(configured: str | os.PathLike | None = None) -> tuple[Path, str | None]:
+    """The key file and the setting that names it (None: the default)."""
+    if configured:
+        return Path(configured).expanduser(), "privacy.noise_key_file"
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser(), f"${ENV_VAR}"
+    return DEFAULT_KEY_FILE, None
+
+
 def key_path(configured: str | os.PathLike | None = None) -> Path:
     """Where the key lives: privacy.noise_key_file, else $DPHPO_NOISE_KEY_FILE, else .dphpo/noise.key."""
-    if configured:
-        return Path(configured).expanduser()
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    return DEFAULT_KEY_FILE
+    return _locate(configured)[0]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def check_outside_results(path: str | os.PathLike, where: str) -> None:
+    """Refuse a key file inside the results tree (dphpo.layout.ROOT of the working directory): it would
+    be published with it. Both the path as written and the file it resolves to (links, `..`) are
+    compared with the tree as written and as resolved (results/ may itself be a link)."""
+    written, resolved = Path(os.path.abspath(path)), Path(path).resolve()
+    roots = {Path(os.path.abspath(layout.ROOT)), Path(layout.ROOT).resolve()}
+    if any(_inside(p, root) for p in (written, resolved) for root in roots):
+        raise ConfigError(
+            f"{where}: the noise key file {path} lies inside the results tree ({Path(layout.ROOT).resolve()}), "
+            "which is published; keep the key outside it (the default is .dphpo/noise.key)"
+        )
 
 
 def load_key(path: str | os.PathLike | None = None, *, create: bool = True) -> NoiseKey:
-    """Read the key file (hex), creating it from OS entropy when missing and `create` is set.
+    """Read the key file (hex). `path` is the configured key file (privacy.noise_key_file); None:
+    $DPHPO_NOISE_KEY_FILE, else the default .dphpo/noise.key.
 
-    Creation is atomic and exclusive (temporary file, then a hard link that fails if another job got
-    there first), so parallel jobs that start on a fresh machine all end up with the same key.
+    Only the default is created when missing (with `create`), from OS entropy; a configured key file
+    that does not exist is an error naming the setting and the path, since creating it would replace
+    a lost key, and every result's noise with it, without a word. Creation is atomic and exclusive
+    (temporary file, then a hard link that fails if another job got there first), so parallel jobs
+    that start on a fresh machine all end up with the same key. Refused (ConfigError): a key file
+    inside the results tree, readable by group or others, malformed, or of low entropy.
     """
-    path = key_path(path)
+    path, source = _locate(path)
+    where = source or "noise key file"
+    check_outside_results(path, where)
     if not path.exists():
+        if source is not None:
+            raise ConfigError(
+                f"{source}: the noise key file {path} does not exist. Only the default {DEFAULT_KEY_FILE} is created "
+                f"on first use; a configured key is never replaced by a new one (results made with the lost key "
+                f"could not be reproduced). Restore the key, or unset {source} to use the default"
+            )
         if not create:
             raise ConfigError(f"noise key file {path} does not exist (privacy.noise_key_file or ${ENV_VAR})")
         _create_key_file(path)
@@ -152,7 +236,18 @@ def load_key(path: str | os.PathLike | None = None, *, create: bool = True) -> N
         raise ConfigError(f"noise key file {path}: expected {2 * KEY_BYTES} hex digits") from None
     if len(secret) != KEY_BYTES:
         raise ConfigError(f"noise key file {path}: expected {2 * KEY_BYTES} hex digits, got {len(text)}")
+    check_entropy(secret, f"{where} = {path}" if source else f"noise key file {path}")
     return NoiseKey(secret)
+
+
+def create_key_file(path: str | os.PathLike) -> NoiseKey:
+    """A new key from OS entropy in `path` (owner-only, exclusive: an existing file is kept and read);
+    for a key file a config names (`privacy.noise_key_file`), which `load_key` never creates."""
+    path = Path(path).expanduser()
+    check_outside_results(path, "privacy.noise_key_file")
+    if not path.exists():
+        _create_key_file(path)
+    return load_key(path)
 
 
 def _create_key_file(path: Path) -> None:
@@ -173,5 +268,6 @@ def _create_key_file(path: Path) -> None:
 
 
 def key_from_config(config: dict) -> NoiseKey:
-    """The key a workflow config names (privacy.noise_key_file), created on first use."""
+    """The key a workflow config names (privacy.noise_key_file, else $DPHPO_NOISE_KEY_FILE: either must
+    exist), else the default .dphpo/noise.key, created on first use."""
     return load_key((config.get("privacy") or {}).get("noise_key_file"))

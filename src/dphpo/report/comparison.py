@@ -24,6 +24,7 @@ from dphpo.report.tables import (
     apply_design_notes,
     as_float,
     design_notes,
+    failure_notes,
     html_page,
     load_results,
     mean_std,
@@ -170,7 +171,7 @@ def build_table(rows: list[dict], config: Mapping | None = None, results: Sequen
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
         "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    notes = list(NOTES) + selection_noise_notes(results)
+    notes = list(NOTES) + selection_noise_notes(results) + failure_notes(results)
     table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=notes)
     return apply_design_notes(table, config)
 

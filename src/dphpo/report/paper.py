@@ -31,7 +31,7 @@ from dphpo.report.plan import (
     evaluation_path,
 )
 from dphpo.report.published import SEED000, TABLE12, TABLE12_QUOTED, TABLE16_PRIOR
-from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std, pct, selection_label
+from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std, pct, read_record, selection_label
 
 TABLE_TITLES = {
     "table2": "Table 2: CIFAR10-style comparison with and without public data (Koskela, Papernot–Steinke, random, grid, ours)",
@@ -62,7 +62,7 @@ class Results:
 
     def get(self, path: str) -> dict:
         if path not in self._cache:
-            self._cache[path] = read_json(path)
+            self._cache[path] = read_record(path)
         return self._cache[path]
 
     def many(self, src: Source) -> list[dict]:

@@ -20,6 +20,7 @@ import csv
 import html
 import io
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
 from dphpo.io import read_json, write_text
-from dphpo.studies.config import DEFAULT_VARIANT
+from dphpo.studies.config import DEFAULT_VARIANT, check_identity
 
 
 @dataclass
@@ -170,8 +171,16 @@ def csv_cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+def read_record(path: str | Path) -> dict:
+    """A result record, refused (naming the file and the field) unless it is what its path names:
+    every table reads its records through here."""
+    record = read_json(path)
+    check_identity(path, record)
+    return record
+
+
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
-    return [read_json(p) for p in paths]
+    return [read_record(p) for p in paths]
 
 
 def variant_of(record: Mapping) -> str:
@@ -359,6 +368,18 @@ def _row_scope(rows: Sequence[Mapping], n_rows: int) -> str:
 # A noisy score release whose noise std exceeds this share of the public training size blurs accuracy
 # by more than 5 points per score: the noisy selection then picks little better than at random.
 SELECTION_NOISE_SHARE = 0.05
+
+
+def failure_notes(results: Iterable[dict]) -> list[str]:
+    """One note per group of runs whose released model diverged (`failed` in the record): they are
+    scored as released (typically at chance) and named, never passed off as a working DP model."""
+    failed: dict[tuple, list[str]] = defaultdict(list)
+    for r in results:
+        if r.get("failed"):
+            prov = r.get("provenance") or {}
+            failed[(str(r.get("method")), str(prov.get("dataset", prov.get("study"))), as_float(r["target"]["eps"]))].append(str(prov.get("seed", "?")))
+    return [f"FAILED: {method} on {dataset} at target ε = {eps:g} diverged for seed(s) {', '.join(seeds)} (non-finite model, "
+            "scored as released): lower the step size (search_space.eta)" for (method, dataset, eps), seeds in sorted(failed.items())]
 
 
 def selection_noise_notes(results: Iterable[dict]) -> list[str]:

@@ -24,6 +24,7 @@ from dphpo.data.files import FileDataset, dataset_spec, file_section
 from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
+from dphpo.hpo import registry
 from dphpo.hpo.linear_scaling_plan import (
     RECOMMENDED_SAFEGUARD,
     LinearScalingConfig,
@@ -114,12 +115,20 @@ def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = 
     if dataset is not None:
         settings["dataset"] = dataset_options(cfg, dataset)
         settings["public_n_train"] = public_train_size(cfg, dataset)
+        settings["test_split"] = test_split(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
     ls = settings.get("linear_scaling") or {}
     if ls.get("safeguard") is True:  # `true` stands for the recommended guards: hash what they are
         settings["linear_scaling"] = ls | {"safeguard": RECOMMENDED_SAFEGUARD.to_dict()}
     return settings
+
+
+def test_split(config: dict, dataset: str) -> str:
+    """What a study's test split is: "official" (a published dataset's public test split) or "public" (the
+    user's own data, whose test split the config declares public: `datasets.<name>.test_split`)."""
+    section = (config.get("datasets") or {}).get(dataset) or {}
+    return "public" if section.get("test_split") == "public" else "official"
 
 
 def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
@@ -189,11 +198,54 @@ def explain_reruns(paths: Any, config: dict) -> list[str]:
     ]
 
 
+#: The record files whose path says what they hold, and the templates that say it.
+IDENTIFIED_FILES = (layout.RESULT, layout.STAGE, layout.NONPRIVATE_RESULT, layout.LANGUAGE_RESULT, layout.LANGUAGE_NONPRIVATE_RESULT)
+
+
+def record_identity(record: dict) -> dict[str, str]:
+    """What a record says it is, in the words of the results tree's wildcards (dphpo.layout)."""
+    prov = record.get("provenance") or {}
+    target = (record.get("target") or {}).get("eps")
+    found = {
+        "dataset": prov.get("dataset"), "extractor": prov.get("extractor"), "study": prov.get("study"),
+        "variant": prov.get("variant", DEFAULT_VARIANT), "method": record.get("method") or prov.get("method"),
+        "seed": record.get("seed", prov.get("seed")), "stage": record.get("stage"),
+        "eps": layout.eps_label(float(target)) if target not in (None, "inf") else None,
+    }
+    if (record.get("search") or {}).get("reduced"):  # Table 14's redone final runs live in their own folder
+        found["method"] = layout.REDUCED_METHOD
+    return {k: str(v) for k, v in found.items() if v is not None}
+
+
+def identity_problems(path: str | Path, record: dict) -> list[str]:
+    """How a record disagrees with what its path says it is (method, study, variant, seed, stage,
+    target ε): a record copied or moved into another run's place is refused by every consumer."""
+    for template in IDENTIFIED_FILES:
+        expected = layout.parse(template, path)
+        if expected is not None:
+            break
+    else:
+        return []
+    found = record_identity(record)
+    return [f"its {key} is {found.get(key, '(none)')!r}, its path says {want!r}"
+            for key, want in expected.items() if found.get(key) != want]
+
+
+def check_identity(path: str | Path, record: dict) -> None:
+    """OutputFileError naming `path` and each field where the record is not what its path says."""
+    problems = identity_problems(path, record)
+    if problems:
+        raise OutputFileError(f"{path} is not the record its path names ({'; '.join(problems)}): it was copied or "
+                              f"moved from another run; delete it and rerun `snakemake {path}`")
+
+
 def check_inputs(paths: Any, config: dict) -> None:
-    """Refuse a stage or result file computed with other settings than `config` asks for (after
-    `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it),
-    naming the file and the keys that differ. Raises OutputFileError."""
+    """Refuse a stage or result file that is not the record its path names (`check_identity`) or was
+    computed with other settings than `config` asks for (after `rm -rf .snakemake`, `--rerun-triggers
+    mtime` or a copied tree, Snakemake may not rerun it), naming the file and the keys that differ.
+    Raises OutputFileError."""
     for path in paths:
+        check_identity(path, read_json(path))
         keys = changed_settings(path, config)
         if keys:
             raise OutputFileError(
@@ -217,6 +269,15 @@ def linear_scaling_config(config: dict):
     return LinearScalingConfig.from_config(config.get("linear_scaling", {}))
 
 
+def study_results(config: dict) -> list[str]:
+    """Every result.json the study target (`all`) writes, as dphpo.layout paths: the linear scaling rule
+    (the paper's and each safeguarded variant's) and the baselines, every seed × target ε."""
+    jobs = [(s["dataset"], s["extractor"], "linear_scaling", v) for s in config["studies"] for v in rule_variants(config)]
+    jobs += [(d, e, m, DEFAULT_VARIANT) for d, e, m in registry.method_jobs(config)]
+    return [layout.path(layout.RESULT, dataset=d, extractor=e, method=m, variant=v, seed=int(seed), eps=eps)
+            for d, e, m, v in jobs for seed in config["seeds"] for eps in target_eps(config)]
+
+
 def public_train_size(config: dict, dataset: str) -> int:
     """The declared public size of a study's training set (`datasets.<name>.public_n_train`, else the
     dataset's published size capped by max_train): what the mechanism divides by, never the private count."""
@@ -226,8 +287,13 @@ def public_train_size(config: dict, dataset: str) -> int:
 
 def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int) -> NoiseScope:
     """The private draws of one study run: the secret key (privacy.noise_key_file) scoped by every label
-    that tells two published results apart, so no two of them share noise."""
-    return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed))
+    that tells two published results apart, so no two of them share noise — the study, the seed and
+    the job's settings hash: `config` is the variant's config the job reads (`variant_config`), and the
+    hash is the one its results record as `provenance.settings_hash` (= `run_settings_hash`, the rules'
+    params), so two versions of a study's config under one key draw independent noise, and the same
+    config and key the same noise."""
+    settings = config_hash(run_settings(config, extractor, dataset))
+    return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed), settings=settings)
 
 
 def is_language(study: dict) -> bool:
@@ -255,9 +321,19 @@ def check_config(config: dict) -> None:
     _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
+    # a study listed twice would count one run twice in every table row (n = 2, ± 0.00)
+    _refuse_duplicates("studies", [(e["dataset"], e["extractor"]) for e in config["studies"]], lambda e: "/".join(e))
+    _refuse_duplicates("baselines.methods", list((config.get("baselines") or {}).get("methods") or []), str)
     for name, section in (config.get("datasets") or {}).items():
         if file_section(config, name) is not None:
             FileDataset.from_config(name, section).check_path()  # missing path, wrong shape: before any job
+            if section.get("test_split") != "public":
+                raise ConfigError(
+                    f"datasets.{name}.test_split: your own data's test split (its own files, or carved out of "
+                    "the training data) is the private data of the people in it, and every release publishes its "
+                    "exact test metrics; declare it public with `test_split: public` (PRIVACY.md states it) or "
+                    "hold out a test set that is public"
+                )
         elif name not in DATASETS:
             raise ConfigError(f"datasets.{name}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
     for i, entry in enumerate(config["studies"]):
@@ -271,6 +347,15 @@ def check_config(config: dict) -> None:
             raise ConfigError(
                 f"datasets.{entry['dataset']}.max_train: {max_train} training examples cannot cover its {classes} classes; "
                 "a model never sees the missing ones (they score 0 %): raise max_train"
+            )
+        n_public = public_train_size(config, entry["dataset"])
+        delta = float(config["privacy"]["delta"])
+        if delta * n_public >= 1 and not config["privacy"].get("delta_acknowledged"):
+            raise ConfigError(
+                f"privacy.delta: {delta:g} is at least 1/N for studies[{i}] ({entry['dataset']}: N = {n_public} declared "
+                "training records): a mechanism that publishes one random record outright is (0, 1/N)-DP, so such a "
+                f"δ protects nobody; use δ well below 1/N (e.g. {min(1e-5, 0.1 / n_public):.1g}), or set "
+                "privacy.delta_acknowledged: true to report it anyway"
             )
         if entry["extractor"] not in config["extractors"]:
             raise ConfigError(

@@ -16,7 +16,8 @@ import torch
 
 from dphpo.hpo import nonprivate
 from dphpo.hpo import registry as hpo
-from dphpo.privacy.randomness import key_from_config
+from dphpo.privacy.randomness import NoiseScope, key_from_config
+from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
 from dphpo.studies import writer
 from dphpo.studies.trainers import build_trainer
@@ -44,6 +45,14 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
             sys.stderr.flush()
 
 
+def language_noise_scope(config: dict, name: str, method: str, seed: int) -> NoiseScope:
+    """The private draws of a language job: the key scoped by the study, the seed and the job's settings
+    hash (`language_settings`' hash, the rule's params), so two versions of a study's config under one
+    key draw independent noise, and the same config and key the same noise."""
+    settings = config_hash(study_config.language_settings(config, name, method))
+    return key_from_config(config).scope(study=name, seed=int(seed), settings=settings)
+
+
 def run_language_method(config: dict, name: str, method: str, seed: int, source, result_paths: Sequence, model_paths: Sequence,
                         internal_paths: Sequence) -> list[dict]:
     """Run `method` (dphpo.hpo.registry) on language study `name`; per target ε of the study (in order,
@@ -51,7 +60,7 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
     spec = study_config.language_study(config, name)
     trainer, cfg = build_trainer(config, spec, source)
     cfg = study_config.language_method_config(cfg, method)
-    noise = key_from_config(config).scope(study=name, seed=int(seed))
+    noise = language_noise_scope(config, name, method, seed)
     outcomes = hpo.run_method(method, trainer, cfg, noise, progress=True)
     releases = []
     for r, result_path, model_path, internal_path in zip(outcomes, result_paths, model_paths, internal_paths, strict=True):

@@ -5,6 +5,7 @@ the trainers' settings classes (torch); dphpo.studies.config itself stays torch-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import jsonschema
@@ -26,6 +27,7 @@ from dphpo.studies.config import (
     LANGUAGE_TRAINERS,
     check_config,
     check_language_plan,
+    deep_merge,
     language_studies,
     merged_variant,
     trainer_kind,
@@ -33,8 +35,29 @@ from dphpo.studies.config import (
 )
 from dphpo.studies.trainers import trainer_settings
 
+#: The workflow's config schema (the one source of defaults).
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
-def validate_config(config: dict, schema: str | Path, cuda_available: bool | None = None) -> None:
+
+def load_config(paths: Sequence[str | Path], schema: str | Path = SCHEMA) -> dict:
+    """The config of one or more files read as `snakemake --configfile A B` reads them (later files
+    override earlier keys, nested mappings merged), each file strictly (a key written twice or invalid
+    YAML: file and line), then validated as the workflow validates it, without touching the noise key
+    (for readers of a finished tree: `dphpo verify`, `dphpo release`). Raises a DPHPOError naming the
+    file or the key."""
+    config: dict = {}
+    for path in paths:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        data = checks.load_config_file(path)
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path}: expected a mapping of config keys, got {type(data).__name__}")
+        config = deep_merge(config, data)
+    validate_config(config, schema, create_key=False)
+    return config
+
+
+def validate_config(config: dict, schema: str | Path, cuda_available: bool | None = None, create_key: bool = True) -> None:
     """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
     validator, filling in defaults), each variant merged over the base config against the same
     closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
@@ -68,7 +91,8 @@ def validate_config(config: dict, schema: str | Path, cuda_available: bool | Non
             checks.check_device(variant_config(config, variant)["training"], cuda_available, where)
     registry.check_config(config)  # baselines: known names, feasible plans
     check_pretraining_config(config)  # pretrained_public names a section
-    key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
+    if create_key:
+        key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
     for spec in language_studies(config).values():
         check_language_study(config, spec)
 

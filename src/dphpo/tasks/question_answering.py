@@ -18,9 +18,12 @@ cut at the first newline; metric: SQuAD F1 in percent (higher is better; exact m
 it); the score honest selection releases is an example's F1 in [0, 1] (sensitivity 1).
 
 Data: the official `train-v2.0.json` (private training set) and `dev-v2.0.json` (test set) in the
-folder `data.path`, each subsampled to `max_train` / `max_test` questions by a data-independent draw
-(`subsample_seed`). The mechanism never counts the private set: `max_train` (or `public_n_train`)
-is its declared public size (dphpo.studies.config.language_public_size).
+folder `data.path`, each a per-record subset of about `max_train` / `max_test` questions
+(`load_split`: a question is kept by a keyed hash of its content under the public salt
+`subsample_seed`, dphpo.data.subsets, so adding a question changes the subset by at most that
+question). The training share is max_train over the published 130,319 training questions; the
+realized count is internal. The mechanism never counts the private set: `max_train` (or
+`public_n_train`) is its declared public size (dphpo.studies.config.language_public_size).
 """
 
 from __future__ import annotations
@@ -34,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from dphpo.data import metrics
-from dphpo.data.squad import FILES, SquadExample, read_squad
-from dphpo.data.text import subsample
+from dphpo.data.squad import FILES, PUBLISHED_QUESTIONS, SquadExample, read_squad
+from dphpo.data.subsets import keep_records, subset_fraction
 from dphpo.errors import ConfigError
 from dphpo.provenance import sha256_bytes
 from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_source, resolved_commit
@@ -190,9 +193,18 @@ def prepare(model: nn.Module, model_spec: dict, where: str) -> tuple[nn.Module, 
     return model.eval(), prov
 
 
-def load_split(folder: str | Path, split: str, n_keep: int | None, seed: int, where: str) -> list[SquadExample]:
+def load_split(folder: str | Path, split: str, n_keep: int | None, seed: int, where: str,
+               public_size: int | None = None) -> list[SquadExample]:
+    """About `n_keep` questions of one official file (all when None), each kept by its own content
+    (dphpo.data.subsets.keep_records, salt (split, seed)). The share is n_keep over `public_size`:
+    by default the published size of the training file (PUBLISHED_QUESTIONS), and the count of the
+    dev file (test data are public)."""
     examples = read_squad(Path(folder) / FILES[split], key=f"{where}.data.path")
-    return [examples[i] for i in subsample(len(examples), n_keep, seed)]
+    if public_size is None:
+        public_size = PUBLISHED_QUESTIONS["train"] if split == "train" else len(examples)
+    key = f"{where}.data.max_{'train' if split == 'train' else 'test'}"
+    keep = keep_records(examples, None, subset_fraction(n_keep, public_size, key), seed=seed, purpose=split)
+    return [e for e, k in zip(examples, keep) if k]
 
 
 def examples_checksum(examples: list[SquadExample]) -> str:

@@ -1,0 +1,133 @@
+"""Issue 27: bad inputs that used to get through get a clear error naming the key or file."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dphpo.errors import DPHPOError
+from dphpo.studies.validate import load_config
+
+TINY = Path(__file__).parent / "configs" / "tiny.yaml"
+
+
+def _config_files(tmp_path, **overrides) -> list[Path]:
+    extra = tmp_path / "override.yaml"
+    extra.write_text(yaml.safe_dump(overrides))
+    return [TINY, extra]
+
+
+def test_delta_of_at_least_one_over_n_is_refused_unless_acknowledged(tmp_path):
+    """digits has 1,438 declared training records: δ = 0.01 would let a mechanism publish ~14 records."""
+    with pytest.raises(DPHPOError, match=r"privacy\.delta: 0\.01 is at least 1/N .*digits: N = 1438.*delta_acknowledged"):
+        load_config(_config_files(tmp_path, privacy={"delta": 0.01, "target_eps": [1]}))
+    config = load_config(_config_files(tmp_path, privacy={"delta": 0.01, "target_eps": [1], "delta_acknowledged": True}))
+    assert config["privacy"]["delta"] == 0.01
+
+
+def test_an_astronomical_target_eps_is_refused_naming_the_key(tmp_path):
+    with pytest.raises(DPHPOError, match=r"privacy\.target_eps\.0"):
+        load_config(_config_files(tmp_path, privacy={"target_eps": [1.0e300]}))
+
+
+def test_a_diverged_model_is_a_recorded_failure_and_named_in_the_tables(digits_features, tmp_path):
+    """search_space.eta near 1e100 trains to non-finite weights: the release says `failed` (post-processing,
+    free) and the tables name the runs, instead of a valid-looking DP result at chance."""
+    from dphpo.hpo import registry
+    from dphpo.hpo.common import LinearHeadTrainer
+    from dphpo.io import read_json
+    from dphpo.report import comparison
+    from dphpo.studies.writer import write_result
+
+    from conftest import noise_scope
+    from test_baselines import CONFIG
+
+    cfg = CONFIG | {"search_space": {"eta": {"min": 1.0e100, "max": 1.0e200, "num": 2}, "steps": [5, 10]}}
+    trainer = LinearHeadTrainer.from_config(digits_features, cfg)
+    paths = []
+    for r in registry.run_method("random_search", trainer, cfg, noise_scope(0)):
+        d = tmp_path / f"eps{r.target_eps:g}"
+        write_result(r, d / "result.json", d / "model.npz", {"dataset": "digits", "extractor": "raw", "seed": 0}, d / "internal.json")
+        paths.append(d / "result.json")
+    records = [read_json(p) for p in paths]
+    assert all(r["failed"].startswith("diverged: the released model has non-finite weights") for r in records)
+    table = comparison.build_table(comparison.summarize(records), {}, records)
+    assert any(n.startswith("FAILED: random_search on digits at target ε = 1 diverged for seed(s) 0") for n in table.notes)
+
+
+def _table(tmp_path, text: str, **keys):
+    from dphpo.data.files import FileDataset
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode("utf-8"))
+    return FileDataset.from_config("t", {"kind": "text_table", "path": str(path), "text_field": "text", "label_field": "label", **keys})
+
+
+TEXTS = "".join(f"text number {i},{'ab'[i % 2]}\n" for i in range(40))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("text,label\nfine,a\n,b\n", r"row 2: empty text"),
+        ("text,label\n" + TEXTS + "no label here,\n", r"label_field: t.csv row 41: empty label"),
+        ("text,label\n" + TEXTS + "one,a,extra\n", r"t.csv line 42: the row's cells do not match the header's 2 columns"),
+        ("text,label\n" + TEXTS + "only one cell\n", r"t.csv line 42: the row's cells do not match"),
+        ("text,label\n" + TEXTS + '"never closed,a\n', r"t.csv line \d+: .*unterminated quote"),
+    ],
+)
+def test_csv_errors_name_the_row(tmp_path, text, message):
+    from dphpo.errors import DatasetError
+
+    with pytest.raises(DatasetError, match=message):
+        _table(tmp_path, text).load()
+
+
+def test_a_csv_with_a_byte_order_mark_loads(tmp_path):
+    ds = _table(tmp_path, "\ufefftext,label\n" + TEXTS).load()
+    assert len(ds.train_labels) + len(ds.test_labels) == 40 and ds.num_classes == 2
+
+
+def test_one_class_or_an_empty_test_split_is_refused(tmp_path):
+    import numpy as np
+
+    from dphpo.data.files import FileDataset
+    from dphpo.errors import DatasetError
+
+    one_class = "text,label\n" + "".join(f"text {i},a\n" for i in range(40))
+    with pytest.raises(DatasetError, match=r"training split holds 1 class\(es\)"):
+        _table(tmp_path, one_class).load()
+    path = tmp_path / "f.npz"
+    np.savez(path, train_x=np.eye(6, 3), train_y=np.arange(6) % 2, test_x=np.zeros((0, 3)), test_y=np.zeros(0, int))
+    with pytest.raises(DatasetError, match="the test split is empty"):
+        FileDataset.from_config("f", {"kind": "features", "path": str(path)}).load()
+
+
+def test_features_beyond_float32_are_refused_naming_the_file(tmp_path):
+    import numpy as np
+
+    from dphpo.data.files import FileDataset
+    from dphpo.errors import DatasetError
+
+    path = tmp_path / "f.npz"
+    np.savez(path, train_x=np.full((4, 3), 1e300), train_y=np.arange(4) % 2, test_x=np.eye(4, 3), test_y=np.arange(4) % 2)
+    with pytest.raises(DatasetError, match=r"f\.npz train_x holds values beyond float32's range"):
+        FileDataset.from_config("f", {"kind": "features", "path": str(path)}).load()
+    path.write_bytes(b"garbage, not a zip")
+    with pytest.raises(DatasetError, match=r"cannot read .* as \.npz \(not a NumPy \.npz archive"):
+        FileDataset.from_config("f", {"kind": "features", "path": str(path)}).load()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--max-train", "0"], "--max-train: must be an integer >= 1, got '0'"),
+        (["--runs", "1000000000000"], "--runs: at most 1,000,000 runs per budget"),
+        (["--runs", "1"], "--runs: must be an integer >= 2"),
+    ],
+)
+def test_audit_arguments_are_bounded_before_the_first_run(capsys, args, message):
+    from dphpo.cli import main
+
+    assert main(["audit", "--eps", "1", *args]) == 2
+    assert message in capsys.readouterr().err
