@@ -114,6 +114,15 @@ def seal(data: dict) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)

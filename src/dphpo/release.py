@@ -27,7 +27,6 @@ closed form and requires agreement.
 from __future__ import annotations
 
 import base64
-import hashlib
 import html
 import json
 import logging
@@ -39,7 +38,7 @@ from typing import Any
 
 from dphpo import layout
 from dphpo.errors import ConfigError
-from dphpo.io import read_json, write_json, write_text
+from dphpo.io import file_sha256, read_json, write_json, write_text
 from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
 from dphpo.verify import NUMERIC_ATOL, NUMERIC_RTOL, check_record, recompute
@@ -233,14 +232,12 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
             if rel:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(root / rel, out / rel)
-    bundled = [Release(r.rel, r.record, r.model_rel) for r in chosen]
-    tables = build_tables(out, bundled, config)
-    sts = statements(bundled, include_nonprivate)
+    tables = build_tables(out, chosen, config)
     statement = {
         "bundle": "dphpo release",
         "include_nonprivate": include_nonprivate,
-        "noise_key_fingerprint": _fingerprint(bundled),
-        "datasets": [st.to_dict() for st in sts],
+        "noise_key_fingerprint": _fingerprint(chosen),
+        "datasets": [st.to_dict() for st in statements(chosen, include_nonprivate)],
     }
     write_json(out / STATEMENT_JSON, statement)
     write_text(out / STATEMENT, statement_markdown(statement))
@@ -331,17 +328,9 @@ def report_html(out: Path, statement: dict, tables: list[str]) -> str:
     return "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dphpo release</title></head><body>" + "".join(parts) + "</body></html>\n"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_manifest(out: Path) -> None:
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != MANIFEST)
-    write_text(out / MANIFEST, "".join(f"{_sha256(out / f)}  {f}\n" for f in files))
+    write_text(out / MANIFEST, "".join(f"{file_sha256(out / f)}  {f}\n" for f in files))
 
 
 # ------------------------------------------------------------------------------------------
@@ -394,7 +383,7 @@ def verify_bundle(bundle: str | Path) -> list[str]:
     for rel, digest in listed.items():
         if not (bundle / rel).is_file():
             problems.append(f"{rel}: listed in {MANIFEST} but missing")
-        elif _sha256(bundle / rel) != digest:
+        elif file_sha256(bundle / rel) != digest:
             problems.append(f"{rel}: its sha256 does not match {MANIFEST} (edited after the bundle was built)")
     problems += _verify_statement(bundle)
     return problems

@@ -42,7 +42,7 @@ from dphpo.data.registry import (
     split_population,
 )
 from dphpo.errors import DatasetError
-from dphpo.io import write_text
+from dphpo.io import file_sha256, write_text
 
 KINDS = ("image_folder", "text_table", "features")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
@@ -159,20 +159,12 @@ def files_checksum(root: Path, files: Sequence[Path], cache: Path | None = None)
         st = f.stat()
         stamp = [st.st_size, st.st_mtime_ns]
         entry = known.get(str(f.resolve()))
-        file_digest = entry[2] if entry and entry[:2] == stamp else _file_digest(f)
+        file_digest = entry[2] if entry and entry[:2] == stamp else file_sha256(f)
         digests[str(f.resolve())] = [*stamp, file_digest]
         digest.update(len(rel).to_bytes(8, "little") + rel.encode() + bytes.fromhex(file_digest))
     if cache is not None and digests != {k: known.get(k) for k in digests}:
         write_text(cache, json.dumps(known | digests, sort_keys=True))
     return digest.hexdigest()
-
-
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _read_digest_cache(cache: Path | None) -> dict:
