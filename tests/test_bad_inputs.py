@@ -131,3 +131,8 @@ def test_audit_arguments_are_bounded_before_the_first_run(capsys, args, message)
 
     assert main(["audit", "--eps", "1", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_config_implying_a_million_results_is_refused_with_the_estimate(tmp_path):
+    with pytest.raises(DPHPOError, match=r"implies 1,000,000 result files \(10 searches .* × 1,000 seeds × 100 target_eps\)"):
+        load_config(_config_files(tmp_path, seeds=list(range(1000)), privacy={"target_eps": [0.01 * (i + 1) for i in range(100)]}))

@@ -269,13 +269,34 @@ def linear_scaling_config(config: dict):
     return LinearScalingConfig.from_config(config.get("linear_scaling", {}))
 
 
-def study_results(config: dict) -> list[str]:
-    """Every result.json the study target (`all`) writes, as dphpo.layout paths: the linear scaling rule
-    (the paper's and each safeguarded variant's) and the baselines, every seed × target ε."""
+#: The most result files a config may imply: the paper's grid implies 21,505; Snakemake's DAG (memory,
+#: parse time) grows with them, and a typo such as 10^4 seeds would otherwise run for minutes first.
+MAX_RESULTS = 100_000
+
+
+def study_jobs(config: dict) -> list[tuple[str, str, str, str]]:
+    """(dataset, extractor, method, variant) of every search the study target (`all`) runs: the linear
+    scaling rule (the paper's and each safeguarded variant's) and the baselines."""
     jobs = [(s["dataset"], s["extractor"], "linear_scaling", v) for s in config["studies"] for v in rule_variants(config)]
-    jobs += [(d, e, m, DEFAULT_VARIANT) for d, e, m in registry.method_jobs(config)]
+    return jobs + [(d, e, m, DEFAULT_VARIANT) for d, e, m in registry.method_jobs(config)]
+
+
+def study_results(config: dict) -> list[str]:
+    """Every result.json the study target (`all`) writes, as dphpo.layout paths: every search of
+    `study_jobs` at every seed × target ε."""
     return [layout.path(layout.RESULT, dataset=d, extractor=e, method=m, variant=v, seed=int(seed), eps=eps)
-            for d, e, m, v in jobs for seed in config["seeds"] for eps in target_eps(config)]
+            for d, e, m, v in study_jobs(config) for seed in config["seeds"] for eps in target_eps(config)]
+
+
+def check_size(config: dict) -> None:
+    """Refuse, with the estimate, a config that implies more than MAX_RESULTS result files."""
+    jobs, seeds, targets = len(study_jobs(config)), len(config["seeds"]), len(config["privacy"]["target_eps"])
+    if jobs * seeds * targets > MAX_RESULTS:
+        raise ConfigError(
+            f"the config implies {jobs * seeds * targets:,} result files ({jobs:,} searches (studies × methods and "
+            f"variants) × {seeds:,} seeds × {targets:,} target_eps); at most {MAX_RESULTS:,}: fewer seeds, "
+            "privacy.target_eps or studies"
+        )
 
 
 def public_train_size(config: dict, dataset: str) -> int:
@@ -321,6 +342,7 @@ def check_config(config: dict) -> None:
     _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
+    check_size(config)
     # a study listed twice would count one run twice in every table row (n = 2, ± 0.00)
     _refuse_duplicates("studies", [(e["dataset"], e["extractor"]) for e in config["studies"]], lambda e: "/".join(e))
     _refuse_duplicates("baselines.methods", list((config.get("baselines") or {}).get("methods") or []), str)
