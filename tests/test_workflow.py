@@ -137,3 +137,28 @@ def test_tiny_study_end_to_end(tmp_path):
     (runs / "mehta" / "default" / "seed0" / "eps1" / "model.npz").unlink()
     proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
     assert "run_method" in proc.stdout + proc.stderr and "Nothing to be done" not in proc.stdout + proc.stderr
+    snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    # the publishable bundle of the tree: DP releases only, checked; the raw tree is no bundle
+    from dphpo.cli import main as dphpo
+
+    bundle = tmp_path / "bundle"
+    assert dphpo(["release", str(tmp_path / "results"), str(bundle)]) == 0
+    files = [p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file()]
+    assert not [f for f in files if "/nonprivate/" in f or "/grid_oracle/" in f or "/stage" in f or f.endswith((".json", ".tsv", ".log", ".h5")) and not f.endswith(("result.json", "privacy.json"))]
+    assert len([f for f in files if f.endswith("result.json")]) == 4 * 9  # linear scaling + 8 DP baselines
+    assert dphpo(["verify", "--release", str(bundle)]) == 0
+    assert dphpo(["verify", "--release", str(tmp_path / "results")]) == 1
+    assert dphpo(["verify", str(tmp_path / "results"), "--configfile", str(cfg)]) == 0  # complete, and nothing extra
+    (digits,) = json.loads((bundle / "privacy.json").read_text())["datasets"]
+    assert digits["composed"]["eps"] > 8 and len(digits["releases"]) == 36
+    # metadata lost, then a run setting changed: the log says the results are rerun, and they are
+    import shutil
+
+    shutil.rmtree(tmp_path / ".snakemake")
+    cfg = write_config(tmp_path, training={"clip_norm": 0.5})
+    before = (tmp_path / "results" / "tables" / "linear_scaling.csv").stat().st_mtime
+    proc = snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    assert "were computed with other settings and rerun (training.clip_norm" in proc.stdout + proc.stderr
+    for path in (tmp_path / "results" / "runs").rglob("eps*/result.json"):
+        assert json.loads(path.read_text())["provenance"]["settings"]["training"]["clip_norm"] == 0.5, path
+    assert (tmp_path / "results" / "tables" / "linear_scaling.csv").stat().st_mtime > before  # the tables too

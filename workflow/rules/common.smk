@@ -1,4 +1,5 @@
 # Config validation, wildcard constraints and input functions shared by every rule file.
+import glob
 import math
 import os
 from pathlib import Path
@@ -138,20 +139,48 @@ def released_models():
     return [layout.sibling(f, "model.npz") for f in study_results()]
 
 
-# Snakemake says only "Params have changed" (with hashes) for a job the config reruns: name the keys.
-if workflow.is_main_process and not workflow.remote_exec:
-    for _line in study_config.explain_reruns(
-        [f for f in study_results() if os.path.exists(f)], config
-    ):
-        logger.info(_line)
-
-
 def nonprivate_results():
     """The non-private reference (ε = ∞) of every study."""
     return [
         layout.path(layout.NONPRIVATE_RESULT, dataset=d, extractor=e)
         for d, e in STUDIES
     ]
+
+
+def existing_stage_files():
+    """The stage files of the study's searches that exist now."""
+    return [
+        f
+        for d, e, method, variant in study_config.study_jobs(config)
+        if method == "linear_scaling"
+        for seed in SEEDS
+        for f in sorted(
+            glob.glob(
+                layout.path(
+                    layout.STAGE,
+                    dataset=d,
+                    extractor=e,
+                    variant=variant,
+                    seed=seed,
+                    stage="*",
+                )
+            )
+        )
+    ]
+
+
+# Snakemake says only "Params have changed" (with hashes) for a job the config reruns: name the keys
+# (and date the stale files back, so that they rerun even if Snakemake's metadata was lost).
+if workflow.is_main_process and not workflow.remote_exec:
+    for _line in study_config.explain_reruns(
+        [
+            f
+            for f in study_results() + nonprivate_results() + existing_stage_files()
+            if os.path.exists(f)
+        ],
+        config,
+    ):
+        logger.info(_line)
 
 
 def study_outputs():

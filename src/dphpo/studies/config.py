@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,12 @@ def changed_settings(path: str | Path, config: dict) -> list[str]:
 
 def explain_reruns(paths: Any, config: dict) -> list[str]:
     """One line per group of existing result files that the current config reruns, naming the keys
-    that changed (Snakemake itself only says "Params have changed", with opaque hashes)."""
+    that changed (Snakemake itself only says "Params have changed", with opaque hashes).
+
+    Each such file is also dated to the epoch, older than any input, so that Snakemake's mtime trigger
+    reruns its job even when the params trigger cannot (its metadata, `.snakemake/`, was lost): the
+    line is then true whatever Snakemake remembers. The file stays, and is refused by every consumer
+    (`check_inputs`) until its job has rerun."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for path in paths:
         try:
@@ -190,6 +196,7 @@ def explain_reruns(paths: Any, config: dict) -> list[str]:
         except OutputFileError:
             continue  # unreadable or old files are refused where they are read
         if keys:
+            os.utime(path, (0, 0))
             groups.setdefault(tuple(keys), []).append(str(path))
     return [
         f"{len(files)} result file(s) were computed with other settings and rerun ({', '.join(keys[:8])} changed), "
