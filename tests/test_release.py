@@ -222,3 +222,14 @@ def test_own_data_must_declare_its_test_split_public(tmp_path):
     study_config.check_config(copy.deepcopy(cfg))
     assert study_config.run_settings(cfg, "given", "mine")["test_split"] == "public"
     assert study_config.run_settings(cfg, "given", "digits")["test_split"] == "official"
+
+
+def test_release_refuses_a_record_moved_into_another_runs_folder(tree, tmp_path, capsys):
+    copy = tmp_path / "results"
+    shutil.copytree(tree, copy)
+    a, b = (copy / f"runs/digits/raw/random_search_k/default/seed0/eps{e}/result.json" for e in ("1", "8"))
+    a_bytes = a.read_bytes()
+    a.write_bytes(b.read_bytes())
+    b.write_bytes(a_bytes)
+    assert main(["release", str(copy), str(tmp_path / "b")]) == 2
+    assert "eps1/result.json is not the record its path names (its eps is '8'" in capsys.readouterr().err

@@ -41,6 +41,7 @@ from dphpo.errors import ConfigError
 from dphpo.io import file_sha256, read_json, write_json, write_text
 from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
+from dphpo.studies.config import check_identity
 from dphpo.verify import NUMERIC_ATOL, NUMERIC_RTOL, check_record, recompute
 
 STATEMENT = "PRIVACY.md"
@@ -143,8 +144,9 @@ class DatasetStatement:
             prov = r.provenance
             cache = prov.get("feature_cache") or {}
             test = (prov.get("settings") or {}).get("test_split", "official")
-            parts.add("the test split (" + ("declared public by datasets." + self.dataset + ".test_split"
-                                            if test == "public" else "the dataset's official public test split")
+            parts.add("the test split (" + ("your own data's, declared public by datasets." + self.dataset + ".test_split"
+                                            if test == "public" else "of a published dataset: its official test split, "
+                                            "or a per-record share of it")
                       + "; its metrics are published exactly)")
             if cache.get("public_n_train") is not None:
                 parts.add(f"the declared training-set size n = {cache['public_n_train']} (the normaliser, never counted)")
@@ -184,6 +186,7 @@ def find_releases(root: str | Path) -> list[Release]:
         if rel.split("/")[0] not in ("runs", "language"):
             continue
         record = read_json(path)  # refuses a damaged or edited record, naming it
+        check_identity(rel, record)  # and one moved into another run's folder
         model = next((path.with_name(m) for m in MODEL_NAMES if path.with_name(m).is_file()), None)
         out.append(Release(rel, record, model.relative_to(root).as_posix() if model else None))
     return out
