@@ -233,3 +233,11 @@ def test_release_refuses_a_record_moved_into_another_runs_folder(tree, tmp_path,
     b.write_bytes(a_bytes)
     assert main(["release", str(copy), str(tmp_path / "b")]) == 2
     assert "eps1/result.json is not the record its path names (its eps is '8'" in capsys.readouterr().err
+
+
+def test_language_releases_compose_by_corpus():
+    """Two language studies on one corpus (and a vision study of it) are releases about the same people."""
+    minilm = {"provenance": {"study": "a", "trainer": {"task": {"hidden_cache": {"data": {"corpus": "tweets"}}}}}}
+    gpt2 = {"provenance": {"study": "b", "trainer": {"task": {"data": {"corpus": "tweets"}}}}}
+    vision = {"provenance": {"dataset": "tweets", "trainer": "linear_head"}}
+    assert {Release("x", r, None).dataset for r in (minilm, gpt2, vision)} == {"tweets"}

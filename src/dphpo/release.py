@@ -85,11 +85,10 @@ class Release:
 
     @property
     def dataset(self) -> str:
-        """The private dataset the release is about (a language study: its corpus)."""
+        """The private dataset the release is about: a vision study's dataset, a language study's corpus
+        (its task's `data.corpus`), so that every release about one corpus composes."""
         prov = self.provenance
-        trainer = prov.get("trainer")
-        data = (trainer.get("data") or {}) if isinstance(trainer, dict) else {}
-        return str(prov.get("dataset") or data.get("name") or prov.get("study") or "?")
+        return str(prov.get("dataset") or _corpus(prov.get("trainer")) or prov.get("study") or "?")
 
     @property
     def search(self) -> str:
@@ -102,6 +101,16 @@ class Release:
         privacy = self.record.get("privacy") or {}
         trunc = privacy.get("truncation") or (privacy.get("total") or {}).get("truncation") or {}
         return float(trunc.get("delta_cap", 0.0))
+
+
+def _corpus(block: Any) -> str | None:
+    """The first `data.corpus` named anywhere in a language trainer's provenance block."""
+    if isinstance(block, dict):
+        data = block.get("data")
+        if isinstance(data, dict) and data.get("corpus"):
+            return str(data["corpus"])
+        return next((c for c in map(_corpus, block.values()) if c), None)
+    return None
 
 
 @dataclass
