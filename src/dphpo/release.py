@@ -415,7 +415,9 @@ def _verify_statement(bundle: Path) -> list[str]:
         if not r.dp and not statement.get("include_nonprivate"):
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
-    for st in statements(releases, bool(statement.get("include_nonprivate"))):
+    text = (bundle / STATEMENT).read_text()
+    found = statements(releases, bool(statement.get("include_nonprivate")))
+    for st in found:
         d = stated.get(st.dataset)
         if d is None:
             problems.append(f"{STATEMENT_JSON}: no statement for dataset {st.dataset}")
@@ -431,7 +433,7 @@ def _verify_statement(bundle: Path) -> list[str]:
         if eps is not None and abs(eps - claimed) > NUMERIC_RTOL * claimed + NUMERIC_ATOL:
             problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε {claimed:.6g} is not the releases' "
                             f"{eps:.6g} ({how})")
-        if f"({_eps(claimed)}, " not in (bundle / STATEMENT).read_text():
+        if f"({_eps(claimed)}, " not in text:
             problems.append(f"{STATEMENT}: does not state {st.dataset}'s composed ε {_eps(claimed)}")
     for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):
         problems.append(f"{STATEMENT_JSON}: states dataset {name}, which has no release in the bundle")

@@ -167,11 +167,11 @@ def reduce_spec(variant_cfg: dict) -> dict | None:
     return {"how": spec.get("how"), "from_eps": float(spec.get("from_eps", 1)), "source_variant": spec.get("source_variant", DEFAULT_VARIANT)}
 
 
-def changed_settings(path: str | Path, config: dict) -> list[str]:
-    """The run-settings keys whose values differ between what `path` (a stage or result file) was
-    computed with and what `config` asks for; [] when they agree. Raises OutputFileError for a file
-    without a settings hash."""
-    prov = read_json(path).get("provenance") or {}
+def changed_settings(path: str | Path, config: dict, record: dict | None = None) -> list[str]:
+    """The run-settings keys whose values differ between what `path` (a stage or result file; its
+    `record` when already read) was computed with and what `config` asks for; [] when they agree.
+    Raises OutputFileError for a file without a settings hash."""
+    prov = (read_json(path) if record is None else record).get("provenance") or {}
     if "settings_hash" not in prov:
         raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
     want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
@@ -252,8 +252,9 @@ def check_inputs(paths: Any, config: dict) -> None:
     mtime` or a copied tree, Snakemake may not rerun it), naming the file and the keys that differ.
     Raises OutputFileError."""
     for path in paths:
-        check_identity(path, read_json(path))
-        keys = changed_settings(path, config)
+        record = read_json(path)
+        check_identity(path, record)
+        keys = changed_settings(path, config, record)
         if keys:
             raise OutputFileError(
                 f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
