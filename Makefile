@@ -25,6 +25,7 @@ study: install
 # grid on a GPU box: make paper-embedded PAPER_CONFIG=config/paper.yaml (cluster: profiles/README.md).
 PAPER_CONFIG ?= config/paper_embedded.yaml
 paper-embedded: install
+	$(BIN)/dphpo check-config $(PAPER_CONFIG)
 	$(BIN)/snakemake --cores $(CORES) --rerun-incomplete --configfile $(PAPER_CONFIG) --replace-workflow-config paper
 	$(BIN)/snakemake --cores $(CORES) --configfile $(PAPER_CONFIG) --replace-workflow-config paper --report results/report.html
 	@echo "Tables: results/tables/table*.{md,csv,tex}; figures: results/figures/; report: results/report.html"

@@ -136,3 +136,23 @@ def test_audit_arguments_are_bounded_before_the_first_run(capsys, args, message)
 def test_a_config_implying_a_million_results_is_refused_with_the_estimate(tmp_path):
     with pytest.raises(DPHPOError, match=r"implies 1,000,000 result files \(10 searches .* × 1,000 seeds × 100 target_eps\)"):
         load_config(_config_files(tmp_path, seeds=list(range(1000)), privacy={"target_eps": [0.01 * (i + 1) for i in range(100)]}))
+
+
+def test_check_config_names_file_and_line_where_snakemake_says_only_invalid_yaml(tmp_path, capsys):
+    """An unclosed YAML list: `snakemake --configfile` parses the file before the workflow runs and says
+    "not valid JSON or YAML"; `dphpo check-config` (and the Makefile's paper target) names file and line."""
+    from dphpo.cli import main as dphpo
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seeds: [0, 1\nprivacy:\n  target_eps: [1]\n")
+    assert dphpo(["check-config", str(bad)]) == 2
+    assert f"config file {bad}: line 2, column 8: invalid YAML" in capsys.readouterr().err
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("seeds: [0]\nseeds: [1]\n")
+    assert dphpo(["check-config", str(TINY), str(twice)]) == 2
+    assert "twice.yaml" in capsys.readouterr().err
+    override = _config_files(tmp_path, seeds=[3])[1]
+    assert dphpo(["check-config", str(TINY), str(override)]) == 0
+    out = capsys.readouterr().out
+    assert "valid (1 vision study; 20 vision result files)" in out  # 10 searches × 1 seed × 2 targets
+    assert f"snakemake --cores all --configfile {TINY} {override}" in out

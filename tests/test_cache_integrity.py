@@ -94,7 +94,7 @@ def result_file(digits, tmp_path_factory):
     trainer, _ = trainers.build_trainer(config, {"dataset": "digits", "extractor": "raw"}, path)
     result = nonprivate.run(trainer, study_config.search_space(config), progress=False)
     out = tmp_path_factory.mktemp("runs")
-    prov = writer.provenance(config, trainer, result, dataset="digits", extractor="raw")
+    prov = writer.provenance(config, trainer, result, dataset="digits", extractor="raw", method="nonprivate")
     writer.write_result(result, out / "result.json", out / "model.npz", prov, out / "internal.json")
     return out / "result.json"
 

@@ -143,12 +143,12 @@ def test_download_false_is_passed_to_the_loader(tmp_path):
 
 def test_dataset_options_enter_the_run_settings_hash():
     cfg = tiny_config()
-    before = study_config.run_settings_hash(cfg, "default", "raw", "digits")
+    before = study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling")
     changed = tiny_config(datasets={"digits": {"max_train": 500}})
-    assert study_config.run_settings_hash(changed, "default", "raw", "digits") != before
+    assert study_config.run_settings_hash(changed, "default", "raw", "digits", "linear_scaling") != before
     # another dataset's options do not concern this study
     other = tiny_config(datasets={"mnist": {"max_train": 500}})
-    assert study_config.run_settings_hash(other, "default", "raw", "digits") == before
+    assert study_config.run_settings_hash(other, "default", "raw", "digits", "linear_scaling") == before
 
 
 def test_load_features_refuses_a_cache_of_other_dataset_options(tmp_path):
@@ -264,6 +264,4 @@ def test_moving_the_data_changes_no_settings_hash():
     cfg, moved = tiny_config(), tiny_config(data_dir="/elsewhere/data")
     validate_config(cfg, SCHEMA)
     validate_config(moved, SCHEMA)
-    assert study_config.run_settings_hash(cfg, extractor="raw", dataset="digits") == study_config.run_settings_hash(
-        moved, extractor="raw", dataset="digits"
-    )
+    assert study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling") == study_config.run_settings_hash(moved, "default", "raw", "digits", "linear_scaling")

@@ -109,9 +109,9 @@ def test_paper_embedded_runs_the_default_studys_settings():
     assert set(default["privacy"]["target_eps"]) <= set(paper["privacy"]["target_eps"])
     assert paper["extractors"]["efficientnet_lite0"] == default["extractors"]["efficientnet_lite0"]
     changed = study_config.deep_merge(default, {"search_space": {"steps": [10, 20]}})
-    same = study_config.run_settings_hash(default, "default", "efficientnet_lite0")
-    assert study_config.run_settings_hash(changed, "default", "efficientnet_lite0") != same
-    assert study_config.run_settings_hash(study_config.deep_merge(default, {"seeds": [7]}), "default", "efficientnet_lite0") == same
+    same = study_config.run_settings_hash(default, "default", "efficientnet_lite0", "mnist", "linear_scaling")
+    assert study_config.run_settings_hash(changed, "default", "efficientnet_lite0", "mnist", "linear_scaling") != same
+    assert study_config.run_settings_hash(study_config.deep_merge(default, {"seeds": [7]}), "default", "efficientnet_lite0", "mnist", "linear_scaling") == same
 
 
 def test_slurm_profile_sets_gpu_model_and_partition_on_gpu_rules_only():

@@ -220,8 +220,8 @@ def test_own_data_must_declare_its_test_split_public(tmp_path):
         study_config.check_config(copy.deepcopy(cfg))
     cfg["datasets"]["mine"]["test_split"] = "public"
     study_config.check_config(copy.deepcopy(cfg))
-    assert study_config.run_settings(cfg, "given", "mine")["test_split"] == "public"
-    assert study_config.run_settings(cfg, "given", "digits")["test_split"] == "official"
+    assert study_config.run_settings(cfg, "given", "mine", "linear_scaling")["test_split"] == "public"
+    assert study_config.run_settings(cfg, "given", "digits", "linear_scaling")["test_split"] == "official"
 
 
 def test_release_refuses_a_record_moved_into_another_runs_folder(tree, tmp_path, capsys):

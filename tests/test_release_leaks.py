@@ -169,10 +169,10 @@ def test_two_configs_draw_independent_noise_and_one_config_the_same(test_key):
     cfg = _validated(yaml.safe_load(TINY.read_text()))
     other = copy.deepcopy(cfg)
     other["selection"]["noise_std"] = 60.0  # one hyperparameter; the final run itself is the same
-    scope = study_config.noise_scope(cfg, "digits", "raw", "default", 0)
+    scope = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling")
     a = _final_run_noise(cfg, scope)
-    b = _final_run_noise(other, study_config.noise_scope(other, "digits", "raw", "default", 0))
-    again = _final_run_noise(cfg, study_config.noise_scope(copy.deepcopy(cfg), "digits", "raw", "default", 0))
+    b = _final_run_noise(other, study_config.noise_scope(other, "digits", "raw", "default", 0, "linear_scaling"))
+    again = _final_run_noise(cfg, study_config.noise_scope(copy.deepcopy(cfg), "digits", "raw", "default", 0, "linear_scaling"))
     n = a.size
     corr = float(np.corrcoef(a, b)[0, 1])
     print(f"final-run noise of two configs: n={n}, correlation {corr:.4f} (bound {5 / np.sqrt(n):.4f})")
@@ -183,15 +183,15 @@ def test_two_configs_draw_independent_noise_and_one_config_the_same(test_key):
 
 def test_the_scope_carries_the_settings_hash_provenance_records(test_key):
     cfg = _validated(yaml.safe_load(TINY.read_text()))
-    noise = study_config.noise_scope(cfg, "digits", "raw", "default", 0)
-    prov = writer.provenance(cfg, noise=noise, dataset="digits", extractor="raw", variant="default", seed=0)
-    assert noise.label("settings") == prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits")
+    noise = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling")
+    prov = writer.provenance(cfg, noise=noise, dataset="digits", extractor="raw", variant="default", seed=0, method="linear_scaling")
+    assert noise.label("settings") == prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling")
     assert prov["randomness"]["scope"]["settings"] == prov["settings_hash"]
     # a variant: its own settings hash (what the variant's jobs record)
     cfg["variants"] = {"small_clip": {"training": {"clip_norm": 0.5}}}
     vcfg = study_config.variant_config(cfg, "small_clip")
-    vnoise = study_config.noise_scope(vcfg, "digits", "raw", "small_clip", 0)
-    assert vnoise.label("settings") == study_config.run_settings_hash(cfg, "small_clip", "raw", "digits") != noise.label("settings")
+    vnoise = study_config.noise_scope(vcfg, "digits", "raw", "small_clip", 0, "linear_scaling")
+    assert vnoise.label("settings") == study_config.run_settings_hash(cfg, "small_clip", "raw", "digits", "linear_scaling") != noise.label("settings")
 
 
 def _language_config() -> dict:
@@ -287,7 +287,7 @@ def test_a_key_inside_the_results_tree_is_refused(tmp_path, monkeypatch):
 def test_a_configured_key_file_that_does_not_exist_is_an_error(tmp_path, monkeypatch):
     missing = tmp_path / "lost" / "noise.key"
     with pytest.raises(ConfigError, match=r"privacy\.noise_key_file.*lost/noise\.key"):
-        study_config.noise_scope({"privacy": {"noise_key_file": str(missing)}}, "digits", "raw", "default", 0)
+        study_config.noise_scope({"privacy": {"noise_key_file": str(missing)}}, "digits", "raw", "default", 0, "linear_scaling")
     assert not missing.exists() and not missing.parent.exists()  # never created
     monkeypatch.setenv(ENV_VAR, str(missing))
     with pytest.raises(ConfigError, match=rf"\${ENV_VAR}.*lost/noise\.key"):

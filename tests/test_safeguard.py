@@ -278,9 +278,9 @@ def test_true_is_hashed_as_the_recommended_constants_it_stands_for():
     base = {"privacy": {"delta": 1e-5, "target_eps": [1]}, "search_space": {}, "training": {},
             "selection": {}, "baselines": {}}
     explicit = RECOMMENDED.to_dict()
-    settings = study_config.run_settings(base | {"linear_scaling": {"safeguard": True}})
+    settings = study_config.run_settings(base | {"linear_scaling": {"safeguard": True}}, "raw", "digits", "linear_scaling")
     assert settings["linear_scaling"]["safeguard"] == explicit
-    assert settings == study_config.run_settings(base | {"linear_scaling": {"safeguard": explicit}})
+    assert settings == study_config.run_settings(base | {"linear_scaling": {"safeguard": explicit}}, "raw", "digits", "linear_scaling")
 
 
 def test_a_language_safeguarded_job_hashes_the_guards_it_runs(monkeypatch):

@@ -207,8 +207,8 @@ def test_a_result_of_other_settings_is_refused_naming_the_keys(tmp_path):
     from dphpo.studies import writer
 
     cfg = _validated(yaml.safe_load(TINY.read_text()))
-    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default")
-    assert prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits")  # = the rule's params
+    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default", method="random_search")
+    assert prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits", "random_search")  # = the rule's params
     path = tmp_path / "result.json"
     write_json(path, {"method": "x", "provenance": prov})
     study_config.check_inputs([path], cfg)  # the same settings: accepted
@@ -237,7 +237,7 @@ def test_every_consumer_refuses_a_record_that_is_not_what_its_path_names(tmp_pat
     from dphpo.studies import writer
 
     cfg = _validated(yaml.safe_load(TINY.read_text()))
-    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default") | {"seed": 0}
+    prov = writer.provenance(cfg, dataset="digits", extractor="raw", variant="default", method="random_search") | {"seed": 0}
     run = tmp_path / "results/runs/digits/raw/random_search/default/seed0"
     write_json(run / "eps1/result.json", {"method": "random_search", "target": {"eps": 1.0}, "provenance": prov})
     study_config.check_inputs([run / "eps1/result.json"], cfg)  # what its path says: accepted

@@ -1,6 +1,7 @@
 """The workflow driven as users drive it: `python -m snakemake` in a subprocess."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,13 @@ def test_tiny_study_end_to_end(tmp_path):
     # a second run has nothing to do
     proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    # one method's section changed: its jobs rerun (and the tables), no sibling's (per-method settings hashes)
+    mehta = yaml.safe_load(cfg.read_text())
+    mehta["baselines"]["mehta"] = {"eta": 0.5}
+    (tmp_path / "mehta.yaml").write_text(yaml.safe_dump(mehta))
+    proc = snakemake("-n", "--configfile", str(tmp_path / "mehta.yaml"), "--replace-workflow-config", "-d", str(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert set(re.findall(r"method=(\w+)", out)) == {"mehta"} and "linear_scaling_stage" not in out, out
     # a deleted released model is restored by the same command (models are targets of `all`)
     (runs / "mehta" / "default" / "seed0" / "eps1" / "model.npz").unlink()
     proc = snakemake("-n", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))

@@ -741,6 +741,32 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _check_config(args: argparse.Namespace) -> int:
+    from dphpo.studies import config as study_config
+    from dphpo.studies.validate import load_config
+
+    config = load_config(args.configfile)  # ConfigError naming file and line, or the key: exit 2
+    files = len(study_config.study_jobs(config)) * len(config["seeds"]) * len(config["privacy"]["target_eps"])
+    language = len(study_config.language_studies(config))
+    print(f"{' '.join(args.configfile)}: valid ({len(config['studies'])} vision stud{'y' if len(config['studies']) == 1 else 'ies'}"
+          f"{f', {language} language' if language else ''}; {files:,} vision result files)")
+    print("run it: snakemake --cores all --configfile " + " ".join(args.configfile))
+    return 0
+
+
+def add_check_config_parser(subparsers: Any) -> argparse.ArgumentParser:
+    text = (
+        "Read config file(s) as `snakemake --configfile A B` does (later files override earlier keys) and check "
+        "them as the workflow does before any job, without creating the noise key. Names the file and line of a "
+        "YAML syntax error or a key written twice, where Snakemake itself says only that the file is not valid "
+        "JSON or YAML. Exit 0: valid; 2: it names what is wrong."
+    )
+    p = subparsers.add_parser("check-config", help="check workflow config file(s), naming file and line", description=text)
+    p.add_argument("configfile", nargs="+", metavar="FILE", help="the config file(s), in snakemake's order")
+    p.set_defaults(handler=_check_config)
+    return p
+
+
 def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
     from dphpo import treediff
 
@@ -751,7 +777,7 @@ def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
 SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [
-    add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser
+    add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser, add_check_config_parser
 ]
 
 

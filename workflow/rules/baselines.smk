@@ -23,7 +23,7 @@ rule run_method:
         **rule_resources("run_method", mem_mb=8000, runtime=60),
     params:
         settings=lambda w: study_config.run_settings_hash(
-            config, w.variant, w.extractor, w.dataset
+            config, w.variant, w.extractor, w.dataset, w.method
         ),
         # the target ε of each output, in their order (the script matches results by their own ε)
         targets=TARGETS,

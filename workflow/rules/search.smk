@@ -19,7 +19,7 @@ rule linear_scaling_stage:
         **rule_resources("linear_scaling_stage", mem_mb=8000, runtime=60),
     params:
         settings=lambda w: study_config.run_settings_hash(
-            config, w.variant, w.extractor, w.dataset
+            config, w.variant, w.extractor, w.dataset, "linear_scaling"
         ),
     script:
         "../scripts/linear_scaling_stage.py"
@@ -44,7 +44,7 @@ rule linear_scaling_final:
         **rule_resources("linear_scaling_final", mem_mb=8000, runtime=60),
     params:
         settings=lambda w: study_config.run_settings_hash(
-            config, w.variant, w.extractor, w.dataset
+            config, w.variant, w.extractor, w.dataset, "linear_scaling"
         ),
         # the target ε of each output, in the order of the outputs: the script matches each result
         # to its files by the result's own target ε
@@ -71,7 +71,7 @@ rule nonprivate_reference:
         **rule_resources("nonprivate_reference", mem_mb=8000, runtime=60),
     params:
         settings=lambda w: study_config.run_settings_hash(
-            config, "default", w.extractor, w.dataset
+            config, "default", w.extractor, w.dataset, "nonprivate"
         ),
     script:
         "../scripts/nonprivate_reference.py"
@@ -98,7 +98,7 @@ rule linear_scaling_reduce:
         **rule_resources("linear_scaling_reduce", mem_mb=8000, runtime=60),
     params:
         settings=lambda w: study_config.run_settings_hash(
-            config, w.variant, w.extractor, w.dataset
+            config, w.variant, w.extractor, w.dataset, "linear_scaling"
         ),
         reduce_eps=lambda w: study_config.reduce_spec(
             study_config.variant_config(config, w.variant)

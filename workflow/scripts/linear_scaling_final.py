@@ -12,7 +12,7 @@ cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     study_config.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
-    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling")
     results = linear_scaling.run_final(
         trainer,
         study_config.linear_scaling_config(cfg),
@@ -28,7 +28,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     for result in results:
         result_path, model_path, internal_path = files(result.target_eps)
         prov = writer.provenance(
-            cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
+            cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method="linear_scaling"
         )
         writer.write_result(result, result_path, model_path, prov, internal_path)
         log.info("target eps=%g: total eps=%.6f, test accuracy=%.4f", result.target_eps, result.total["eps"], result.test_accuracy)

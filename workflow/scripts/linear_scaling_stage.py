@@ -12,7 +12,7 @@ wc = snakemake.wildcards
 cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
-    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed))
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling")
     if snakemake.input.previous:  # a stage of other settings is refused, naming the keys that differ
         study_config.check_inputs([snakemake.input.previous], snakemake.config)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
@@ -28,7 +28,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     )
     stage = {"internal": INTERNAL_NOTICE} | stage
     stage["provenance"] = writer.provenance(
-        cfg, trainer, noise=noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant
+        cfg, trainer, noise=noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method="linear_scaling"
     )
     write_json(snakemake.output.stage, stage)
     log.info("stage %s: selected r = %s", wc.stage, [s["selected_r"] for s in stage["searches"]])

@@ -92,6 +92,30 @@ SUPPORTED: dict[str, Supports] = {
 }
 
 
+#: The config each method reads beyond the run settings every job shares (privacy, search_space,
+#: training, selection, the study's extractor and dataset): the parts of `linear_scaling` and
+#: `baselines` it declares here, and only those (dotted paths). The workflow hands a method nothing
+#: else (`dphpo.studies.config.method_config`) and hashes exactly this (its settings hash and noise
+#: label), so a change to a sibling method's section reruns none of its jobs. `nonprivate`: the
+#: non-private reference (dphpo.hpo.nonprivate), which reads only the shared settings.
+READS: dict[str, tuple[str, ...]] = {
+    "linear_scaling": ("linear_scaling",),
+    "linear_scaling_safeguarded": ("linear_scaling",),
+    "random_search": ("baselines.sampling",),
+    "random_search_k": ("baselines.sampling", "baselines.random_search_k"),
+    "grid_oracle": ("baselines.grid",),
+    "grid_accounted": ("baselines.grid", "baselines.grid_accounted"),  # its own grid, else the shared one
+    "papernot_steinke": ("baselines.sampling", "baselines.papernot_steinke"),
+    "koskela": ("baselines.sampling", "baselines.koskela"),
+    "oso_dpsgd": ("baselines.oso_dpsgd",),
+    "oso_dpsgd_cnn": ("baselines.oso_dpsgd_cnn",),
+    "mehta": ("baselines.mehta",),
+    "nonprivate": (),
+}
+#: The config sections a method sees only in the parts READS declares.
+METHOD_SECTIONS: tuple[str, ...] = ("linear_scaling", "baselines")
+
+
 def check_supported(method: str, trainer: str, accountant: str) -> None:
     """Refuse a method on a trainer kind or an accountant it does not accept, naming the method."""
     if method not in SUPPORTED:

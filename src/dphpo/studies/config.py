@@ -106,17 +106,35 @@ def target_eps(config: dict) -> list[float]:
 RUN_SETTINGS_KEYS = ("privacy", "search_space", "training", "selection", "linear_scaling", "baselines")
 
 
-def run_settings(cfg: dict, extractor: str | None = None, dataset: str | None = None) -> dict:
-    """What a training job computes from, read off a variant's config (`variant_config`): the run
-    settings sections, the study's extractor section and dataset options, the public size and the
-    noise key's fingerprint (another key draws other noise)."""
-    settings = {key: cfg.get(key) for key in RUN_SETTINGS_KEYS}
-    if extractor is not None:
-        settings["extractor"] = cfg.get("extractors", {}).get(extractor)
-    if dataset is not None:
-        settings["dataset"] = dataset_options(cfg, dataset)
-        settings["public_n_train"] = public_train_size(cfg, dataset)
-        settings["test_split"] = test_split(cfg, dataset)
+def method_config(cfg: dict, method: str) -> dict:
+    """`cfg` as `method` reads it: the shared sections whole, of `linear_scaling` and `baselines` only
+    the parts the method declares (hpo.registry.READS). A job hands its method this and nothing more,
+    so what it computes from is what its settings hash covers."""
+    if method not in registry.READS:
+        raise ConfigError(f"unknown method {method!r}; known: {', '.join(registry.READS)}")
+    out = {k: v for k, v in cfg.items() if k not in registry.METHOD_SECTIONS}
+    for path in registry.READS[method]:
+        section, _, part = path.partition(".")
+        value = cfg.get(section)
+        if part:
+            if part in (value or {}):
+                out.setdefault(section, {})[part] = value[part]
+        elif value is not None:
+            out[section] = value
+    return out
+
+
+def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
+    """What a training job of `method` computes from, read off a variant's config (`variant_config`): the
+    shared run settings sections, the parts of `linear_scaling` and `baselines` the method reads
+    (`method_config`), the study's extractor section and dataset options, the public size and the noise
+    key's fingerprint (another key draws other noise). `method` is recorded with them (it names the scope)."""
+    scoped = method_config(cfg, method)
+    settings: dict[str, Any] = {"method": method} | {key: scoped.get(key) for key in RUN_SETTINGS_KEYS}
+    settings["extractor"] = cfg.get("extractors", {}).get(extractor)
+    settings["dataset"] = dataset_options(cfg, dataset)
+    settings["public_n_train"] = public_train_size(cfg, dataset)
+    settings["test_split"] = test_split(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
     ls = settings.get("linear_scaling") or {}
@@ -132,12 +150,12 @@ def test_split(config: dict, dataset: str) -> str:
     return "public" if section.get("test_split") == "public" else "official"
 
 
-def run_settings_hash(config: dict, variant: str = DEFAULT_VARIANT, extractor: str | None = None,
-                      dataset: str | None = None) -> str:
+def run_settings_hash(config: dict, variant: str, extractor: str, dataset: str, method: str) -> str:
     """Hash of `run_settings`: a rule `params:` entry, so that Snakemake reruns exactly the jobs a
-    config change affects, and what every result records (`provenance.settings_hash`) so that a
-    consumer refuses a result of other settings (`check_inputs`) even where Snakemake did not rerun."""
-    return config_hash(run_settings(variant_config(config, variant), extractor, dataset))
+    config change affects (a method's own section reruns its jobs, not its siblings'), and what every
+    result records (`provenance.settings_hash`) so that a consumer refuses a result of other settings
+    (`check_inputs`) even where Snakemake did not rerun."""
+    return config_hash(run_settings(variant_config(config, variant), extractor, dataset, method))
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -174,7 +192,10 @@ def changed_settings(path: str | Path, config: dict, record: dict | None = None)
     prov = (read_json(path) if record is None else record).get("provenance") or {}
     if "settings_hash" not in prov:
         raise OutputFileError(f"{path} records no settings_hash: it was written by an older dphpo; delete it and rerun")
-    want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"))
+    method = (prov.get("settings") or {}).get("method")
+    if method not in registry.READS:  # written before settings were scoped per method
+        return ["(the settings of an older dphpo)"]
+    want = run_settings(variant_config(config, prov.get("variant", DEFAULT_VARIANT)), prov.get("extractor"), prov.get("dataset"), method)
     if prov["settings_hash"] == config_hash(want):
         return []
     had, now = _flat(prov.get("settings") or {}), _flat(json.loads(json.dumps(want, default=str)))
@@ -314,14 +335,14 @@ def public_train_size(config: dict, dataset: str) -> int:
     return declared_size(dataset, section.get("max_train"), section.get("public_n_train"))
 
 
-def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int) -> NoiseScope:
+def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int, method: str) -> NoiseScope:
     """The private draws of one study run: the secret key (privacy.noise_key_file) scoped by every label
     that tells two published results apart, so no two of them share noise — the study, the seed and
     the job's settings hash: `config` is the variant's config the job reads (`variant_config`), and the
-    hash is the one its results record as `provenance.settings_hash` (= `run_settings_hash`, the rules'
-    params), so two versions of a study's config under one key draw independent noise, and the same
-    config and key the same noise."""
-    settings = config_hash(run_settings(config, extractor, dataset))
+    hash is the one its results record as `provenance.settings_hash` (= `run_settings_hash` of its
+    `method`, the rules' params), so two versions of a study's config under one key draw independent
+    noise, and the same config and key the same noise."""
+    settings = config_hash(run_settings(config, extractor, dataset, method))
     return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed), settings=settings)
 
 

@@ -50,7 +50,7 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
         block["torch_threads"] = torch.get_num_threads()
         block.update(trainer.provenance() if trainer is not None else {"training": trainer_settings(config).__dict__})
     if "dataset" in extra and "extractor" in extra:  # what Snakemake's params hash: consumers check it
-        block["settings"] = study_config.run_settings(config, extra["extractor"], extra["dataset"])
+        block["settings"] = study_config.run_settings(config, extra["extractor"], extra["dataset"], extra["method"])
         block["settings_hash"] = config_hash(block["settings"])
         overlap = overlap_record(config, extra["dataset"], extra["extractor"])
         if overlap is not None:  # a study on its extractor's public pretraining data, acknowledged
