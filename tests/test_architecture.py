@@ -31,7 +31,7 @@ PACKAGE = "dphpo"
 # ground"). A module belongs to the floor of the longest prefix naming it (the module itself or a
 # package above it); "dphpo" names the package's __init__ only.
 LAYERS: list[tuple[str, ...]] = [
-    ("dphpo.__main__", "dphpo.cli", "dphpo.release", "dphpo.verify", "dphpo.treediff"),
+    ("dphpo.__main__", "dphpo.cli", "dphpo.release", "dphpo.verify", "dphpo.treediff", "dphpo.init_study"),
     ("dphpo.report",),
     ("dphpo.audit",),
     ("dphpo.studies",),
@@ -309,6 +309,53 @@ def test_the_graph_sees_both_kinds_of_import():
     imports = internal(collect_imports())
     assert any(not i.local for i in imports)
     assert all(i.target in module_files() for i in imports)
+
+
+# Function length (issue 28): the HPO methods and the report builders read as short named steps.
+MAX_FUNCTION_LINES = 60
+SHORT_FUNCTION_PACKAGES = ("hpo", "report")
+
+
+def long_functions(root: Path = SRC / PACKAGE, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Every function (methods and nested functions too) of the packages above longer than `limit`
+    lines, counted from `def` to the end of its body, as file:line name (length)."""
+    found = []
+    for package in SHORT_FUNCTION_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            found += _long_in(tree, path, "", limit)
+    return found
+
+
+def _long_in(node: ast.AST, path: Path, prefix: str, limit: int) -> list[str]:
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = prefix + child.name
+            length = child.end_lineno - child.lineno + 1
+            if not isinstance(child, ast.ClassDef) and length > limit:
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                found.append(f"{where}:{child.lineno} {name} ({length} lines)")
+            found += _long_in(child, path, name + ".", limit)
+        else:
+            found += _long_in(child, path, prefix, limit)
+    return found
+
+
+def test_no_function_over_60_lines_in_hpo_and_report():
+    _fail(f"functions over {MAX_FUNCTION_LINES} lines (split them into named steps)", long_functions())
+
+
+def test_the_length_check_sees_methods_and_nested_functions(tmp_path):
+    body = "".join(f"        x{i} = {i}\n" for i in range(3))
+    (tmp_path / "hpo").mkdir()
+    (tmp_path / "report").mkdir()
+    (tmp_path / "hpo" / "m.py").write_text(
+        f"class C:\n    def method(self):\n{body}\n\ndef outer():\n    def inner():\n{body}    return inner\n"
+    )
+    found = long_functions(tmp_path, limit=3)
+    assert [f.split(" ", 1)[1] for f in found] == ["C.method (4 lines)", "outer (6 lines)", "outer.inner (4 lines)"]
+    assert found[0].startswith(f"{tmp_path / 'hpo' / 'm.py'}:2 ")
 
 
 if __name__ == "__main__":

@@ -504,8 +504,8 @@ def test_every_method_declares_its_trainers_and_accountants():
     # (the safeguarded rule is a method only for them: feature studies run it staged, as a variant)
     assert registry.methods_for("finetune", "prv") == ("linear_scaling", "linear_scaling_safeguarded", "random_search", "grid_oracle")
     assert registry.methods_for("dpzo") == registry.methods_for("finetune")
-    assert registry.methods_for("cnn") == ("oso_dpsgd_cnn",)
-    assert set(registry.methods_for("linear_head", "gdp")) == set(registry.FEATURE_BASELINES) | {"linear_scaling"}
+    # the CNN baseline trains its CNN off a linear-head trainer's raw-pixel cache: no trainer kind of its own
+    assert set(registry.methods_for("linear_head", "gdp")) == set(registry.BASELINES) | {"linear_scaling"}
     assert registry.methods_for("linear_head", "rdp") == ("linear_scaling", "random_search", "grid_oracle")
     with pytest.raises(ConfigError, match="unknown trainer"):
         registry.methods_for("svm")

@@ -65,7 +65,14 @@ def test_rerr_is_ours_minus_random_over_oracle_minus_random(results):
     assert rows[("mnist", 8.0, "mehta")]["rerr"] == pytest.approx((0.70 - 0.80) / 0.10)
     assert rows[("mnist", 8.0, "random_search")]["rerr"] is None
     assert rows[("mnist", 8.0, "grid_oracle")]["rerr"] is None
-    assert comparison.rerr(0.9, 0.8, 0.8) is None  # no oracle gap: undefined
+    assert comparison.rerr(0.9, (0.8, 0.0, 1), (0.8, 0.0, 1)) is None  # no oracle gap: undefined
+
+
+def test_rerr_is_a_dash_where_its_denominator_is_within_noise():
+    """Issue 30: an oracle and random search that tie up to seed noise made RERR −3,100 %."""
+    assert comparison.rerr(0.5, (0.800, 0.0, 3), (0.801, 0.0, 3)) is None  # under half a point
+    assert comparison.rerr(0.5, (0.80, 0.05, 3), (0.85, 0.05, 3)) is None  # 5 points, but 2 SE = 8.2 points
+    assert comparison.rerr(0.9, (0.80, 0.01, 3), (0.85, 0.01, 3)) == pytest.approx(2.0)  # 2 SE = 1.6 points
 
 
 def test_oracle_row_says_non_private_hpo_and_spends_infinite_eps(results):
@@ -186,3 +193,22 @@ def test_make_labels_design_notes_of_the_config_it_is_given(results, tmp_path):
     assert "chosen on private data" not in md
     md, csv_text = md_of("notes", DESIGN)
     assert "picked on MNIST" in md and "extractors.efficientnet_lite0.resolution" in csv_text
+
+
+def test_tables_warn_where_a_stage_picked_on_noise_and_where_selection_noise_dwarfs_n():
+    """Issue 29: a stage whose released scores lie within noise of each other picked on noise; the tables say
+    so (from released values only). The selection-noise warning read a key the records never had."""
+    from dphpo.report.tables import selection_noise_notes, stage_signal_notes
+
+    def record(scores, std=50.0, n=1000, variant="default"):
+        trials = [{"stage": s, "score": v} for s, vs in scores.items() for v in vs]
+        return {"selection": {"rule": "noisy_train_accuracy", "noise_std": std}, "trials": trials,
+                "provenance": {"dataset": "d", "extractor": "e", "variant": variant, "feature_cache": {"public_n_train": n}}}
+
+    flat = record({1: [500.0, 520.0, 560.0], 2: [300.0, 600.0]})  # stage 1 spread 60 < 2·√2·50 ≈ 141
+    ranked = record({1: [300.0, 600.0, 700.0], 2: [400.0, 700.0]})
+    (note,) = stage_signal_notes([flat, ranked, ranked])
+    assert note.startswith("WARNING: d × e [default]: in 1 of 3 runs") and "picked on noise" in note
+    assert stage_signal_notes([ranked]) == []
+    assert selection_noise_notes([record({}, std=300.0, n=1000)])[0].startswith("WARNING: d × e: selection noise std 300")
+    assert selection_noise_notes([record({}, std=300.0, n=60000)]) == []

@@ -119,3 +119,25 @@ def test_a_record_of_a_sibling_change_is_current_and_its_own_change_is_named(tmp
     assert study_config.changed_settings(path, sibling) == []
     own = _set(cfg, "baselines.mehta", {**cfg["baselines"]["mehta"], "eta": 0.5})
     assert study_config.changed_settings(path, own) == ["baselines.mehta.eta"]
+
+
+def test_the_nonprivate_reference_searches_as_far_as_the_safeguarded_rule_may_go(digits_features):
+    """Issue 29: the safeguarded rule's final run may leave the grid (beyond_grid, up to max_extrapolation ×
+    r_max), so a reference on the grid alone was no ceiling (negative gaps in the tables)."""
+    from dphpo.hpo import nonprivate
+    from dphpo.hpo.space import SearchSpace
+
+    cfg = _tiny()
+    assert study_config.ceiling_eta_factor(cfg) == 1.0  # the paper's rule stays on the grid
+    safeguarded = _set(cfg, "variants", {"safeguarded": {"linear_scaling": {"safeguard": True}}})
+    assert study_config.ceiling_eta_factor(safeguarded) == 4.0
+    space = SearchSpace.from_config(cfg["search_space"])
+    grid = nonprivate.ceiling_grid(space, 4.0)
+    assert grid[: len(space.grid())] == space.grid()  # the grid's own points, unchanged
+    assert max(e for e, _ in grid) >= 4.0 * space.eta_max and {t for _, t in grid} == set(space.steps)
+    for method, changed in (("nonprivate", True), ("linear_scaling", False), ("random_search", False)):
+        before = study_config.run_settings_hash(cfg, "default", "raw", "digits", method)
+        assert (study_config.run_settings_hash(safeguarded, "default", "raw", "digits", method) != before) == changed
+    trainer = LinearHeadTrainer.from_config(digits_features, CONFIG)
+    result = nonprivate.run(trainer, space, progress=False, eta_factor=4.0)
+    assert len(result.trials) == len(grid) and result.released["eta"] in {e for e, _ in grid}

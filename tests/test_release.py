@@ -241,3 +241,19 @@ def test_language_releases_compose_by_corpus():
     gpt2 = {"provenance": {"study": "b", "trainer": {"task": {"data": {"corpus": "tweets"}}}}}
     vision = {"provenance": {"dataset": "tweets", "trainer": "linear_head"}}
     assert {Release("x", r, None).dataset for r in (minilm, gpt2, vision)} == {"tweets"}
+
+
+def test_the_end_of_a_run_says_in_plain_words_what_the_tree_protects(tree, bundle, tmp_path):
+    """Issue 30: one line per dataset (unit, adjacency, each target's (ε, δ), all releases composed, what is
+    public), the same composition as the bundle's statement, then the command that publishes it."""
+    from dphpo.release import plain_summary
+
+    digits, publish = plain_summary(tree)
+    (statement,) = read_json(bundle / STATEMENT_JSON)["datasets"]
+    composed = statement["composed"]
+    assert digits.startswith("digits: each released model is (1 / 8, 1e-05)-DP at its target ε, its search included, "
+                             "with respect to one of its 1,400 training records (add_remove)")
+    assert f"all 12 DP releases about it under {tree} together: ({composed['eps']:.4g}, {composed['delta']:.3g})-DP" in digits
+    assert "Treated as public: the declared training-set size n = 1400" in digits and "the test split" in digits
+    assert f"dphpo release {tree} release" in publish
+    assert plain_summary(tmp_path / "empty") == []

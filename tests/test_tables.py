@@ -178,7 +178,7 @@ def test_selection_noise_that_dwarfs_the_training_size_is_warned_in_the_table():
 
     def record(dataset, n):
         return {"selection": {"rule": "noisy_train_accuracy", "noise_std": 300.0},
-                "provenance": {"dataset": dataset, "extractor": "raw", "feature_cache": {"n_public_train": n}}}
+                "provenance": {"dataset": dataset, "extractor": "raw", "feature_cache": {"public_n_train": n}}}
 
     notes = selection_noise_notes([record("digits", 1438), record("mnist", 60000)])
     assert len(notes) == 1 and "digits × raw" in notes[0] and "±21 points" in notes[0]

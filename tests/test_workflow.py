@@ -83,7 +83,11 @@ def test_infeasible_budget_is_refused_before_any_job(tmp_path):
 @pytest.mark.slow
 def test_tiny_study_end_to_end(tmp_path):
     cfg = write_config(tmp_path)
-    snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    proc = snakemake("--cores", "2", "--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path))
+    # the run ends with what its releases protect, in plain words, and the command that publishes them
+    said = proc.stdout + proc.stderr
+    assert "privacy: digits: each released model is (1 / 8, 1e-05)-DP at its target ε, its search included" in said
+    assert "all 36 DP releases about it under results together" in said and "dphpo release results release" in said
     results = sorted((tmp_path / "results" / "runs" / "digits" / "raw" / "linear_scaling" / "default").glob("seed*/eps*/result.json"))
     assert len(results) == 4  # 2 seeds × 2 targets
     for path in results:
@@ -122,6 +126,9 @@ def test_tiny_study_end_to_end(tmp_path):
     assert len(comparison) == 1 + 2 * 10  # header + (linear scaling + 9 baselines) × 2 targets
     assert "grid search ORACLE (non-private HPO)" in (tmp_path / "results" / "tables" / "hpo_comparison.md").read_text()
     assert (tmp_path / "results" / "figures" / "hpo_comparison_accuracy_vs_eps.png").stat().st_size > 1000
+    provenance = (tmp_path / "results" / "tables" / "study_provenance.md").read_text()  # every method of the study
+    for method in ["linear_scaling", "nonprivate", "random_search", "grid_accounted", "oso_dpsgd_cnn", "mehta"]:
+        assert f"| {method} |" in provenance, method
     for name in ("linear_scaling", "hpo_comparison"):  # the tables the Snakemake report shows inline
         assert "<table>" in (tmp_path / "results" / "tables" / f"{name}.html").read_text()
     snakemake("--configfile", str(cfg), "--replace-workflow-config", "-d", str(tmp_path), "--report", str(tmp_path / "report.html"))

@@ -754,6 +754,46 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    from dphpo.init_study import init_study
+
+    kind, path = next((k, p) for k, p in (("image_folder", args.images), ("text_table", args.texts), ("features", args.features)) if p)
+    out, found, command, note = init_study(kind, path, args.name, args.out, add=args.add, text_field=args.text_field,
+                                           label_field=args.label_field)
+    print(f"{found.name}: {found.source}; {found.n_train:,} train / {found.n_test:,} test records, "
+          f"{len(found.classes)} classes ({', '.join(found.classes[:8])}{', ...' if len(found.classes) > 8 else ''})")
+    print(f"{'added to' if args.add else 'wrote'} {out}: read its header (what the guarantee assumes), then run it:")
+    print(f"  {command}")
+    if note:
+        print(note)
+    return 0
+
+
+def add_init_parser(subparsers: Any) -> argparse.ArgumentParser:
+    text = (
+        "Write a runnable config for a study of your own data: reads the data as the workflow will (same checks, "
+        "same errors), picks the extractor for its kind (EfficientNet-Lite0 for images, MiniLM for texts, the "
+        "features themselves), takes the embedded study's methods with the safeguarded rule beside the paper's, "
+        "states test_split: public and the counted public_n_train in a commented header, validates it, and "
+        "prints the one command that runs it. Layouts: images DIR/train/<class>/* (DIR/test/<class>/* "
+        "optional); a CSV/TSV/JSONL/Parquet table with a text and a label column; an .npz with train_x, "
+        "train_y, test_x, test_y (config/README.md, 'Your own data')."
+    )
+    p = subparsers.add_parser("init", help="write a config for a study of your own data", description=text)
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--images", metavar="DIR", help="an image folder: DIR/train/<class>/<image>")
+    data.add_argument("--texts", metavar="FILE", help="a text table (.csv, .tsv, .jsonl, .parquet)")
+    data.add_argument("--features", metavar="FILE", help="an .npz of precomputed features")
+    p.add_argument("--name", help="the dataset's name in the config (default: from the file or folder name)")
+    p.add_argument("--out", metavar="FILE", help="the config to write (default: config/<name>.yaml)")
+    p.add_argument("--add", action="store_true", help="add the dataset to the existing --out config "
+                   "(rewritten as plain YAML: its comments are not kept)")
+    p.add_argument("--text-field", help="texts: the text column (default: the first of text, sentence, content, ...)")
+    p.add_argument("--label-field", help="texts: the label column (default: the first of label, class, target, ...)")
+    p.set_defaults(handler=_init)
+    return p
+
+
 def add_check_config_parser(subparsers: Any) -> argparse.ArgumentParser:
     text = (
         "Read config file(s) as `snakemake --configfile A B` does (later files override earlier keys) and check "
@@ -777,7 +817,8 @@ def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
 SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [
-    add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser, add_check_config_parser
+    add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser, add_check_config_parser,
+    add_init_parser,
 ]
 
 

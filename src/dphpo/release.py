@@ -212,6 +212,31 @@ def statements(releases: list[Release], include_nonprivate: bool) -> list[Datase
     return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references]
 
 
+def plain_summary(results_dir: str | Path) -> list[str]:
+    """What a results tree's DP releases protect, one line per private dataset in plain words (the end of
+    a workflow run prints it): the unit, the adjacency, each target's (ε, δ) including its search, every
+    release about the dataset composed, what is treated as public; then the command that builds the
+    bundle. [] when the tree holds no DP release."""
+    root = Path(results_dir)
+    sts = statements([r for r in find_releases(root) if r.dp], include_nonprivate=False) if root.is_dir() else []
+    lines = []
+    for st in sts:
+        c = st.composed()
+        targets = sorted({float((r.record.get("target") or {}).get("eps", r.record.get("total_eps"))) for r in st.releases})
+        sizes = sorted({(r.provenance.get("feature_cache") or {}).get("public_n_train") for r in st.releases} - {None})
+        records = f"one of its {', '.join(f'{n:,}' for n in sizes)} training records" if sizes else "one training record"
+        lines.append(
+            f"{st.dataset}: each released model is ({' / '.join(_eps(t) for t in targets)}, {st.delta:.3g})-DP at its target "
+            f"ε, its search included, with respect to {records} ({st.adjacency()}); all {len(st.releases)} DP releases "
+            f"about it under {root} together: ({_eps(c['eps'])}, {c['delta']:.3g})-DP. Treated as public: "
+            + "; ".join(st.public_parts()) + "."
+        )
+    if lines:
+        lines.append(f"{root} also holds internal files: publish the bundle of `dphpo release {root} release` "
+                     "(checked by `dphpo verify --release release`), which states all of this in PRIVACY.md.")
+    return lines
+
+
 # ------------------------------------------------------------------------------------------
 # writing the bundle
 

@@ -74,8 +74,11 @@ def drop_gpu_model_without_gpu(rules):
     Those rules lose the model and get the partition of `default-resources` back (the CPU one; none:
     the cluster's default partition), main process and jobs alike (the jobs load this file too).
     """
-    # every rule starts from a copy of the default resources (Snakemake's Workflow.rule)
-    defaults = workflow.resource_settings._parsed_default_resources
+    # Snakemake applies `--set-resources` last when it creates a rule, over the rule's own resources,
+    # so only a pass over the loaded rules can undo it. The partition is the run's --default-resources
+    # as given: `default_resources` of ResourceSettings, Snakemake's public settings API (None: none
+    # given; parsed from the command line or a profile: a Resources mapping; through the API: any mapping)
+    defaults = workflow.resource_settings.default_resources or {}
     cpu_partition = (
         defaults["slurm_partition"] if "slurm_partition" in defaults else None
     )
@@ -190,6 +193,7 @@ def study_outputs():
         + [layout.figure("linear_scaling_accuracy_vs_eps")]
         + layout.tables("hpo_comparison")
         + [layout.figure("hpo_comparison_accuracy_vs_eps")]
+        + layout.tables("study_provenance", ("md", "html"))
     )
 
 
@@ -369,3 +373,11 @@ onstart:
     # Temporaries of writers killed in an earlier run (kill -9 runs no cleanup) whose targets
     # are not rebuilt; a rebuilt target's writer removes its own (dphpo.io.atomic_path).
     remove_orphan_temporaries(layout.ROOT, min_age_s=24 * 3600)
+
+
+onsuccess:
+    # What the tree's DP releases protect, in plain words, and how to publish them (dphpo.release).
+    from dphpo.release import plain_summary
+
+    for line in plain_summary(layout.ROOT):
+        logger.info(f"privacy: {line}")

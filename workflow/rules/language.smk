@@ -43,7 +43,10 @@ rule language_cache:
 
 
 # One rule per study: its outputs are the study's own target eps (overrides.privacy.target_eps),
-# one result.json, model and internal log each, all written by the one job.
+# one result.json, model and internal log each, all written by the one job (one run of the method for
+# every eps, one noise scope). A generic rule cannot say so: Snakemake takes output patterns, never
+# output functions, so every job of a rule writes the same patterns, and the studies' eps lists differ
+# in length and values; an {eps} wildcard would split each job into one per eps (other jobs, other noise).
 for _study in study_config.language_studies(config):
 
     rule:
@@ -74,8 +77,11 @@ for _study in study_config.language_studies(config):
 
 
 # The per-study rules stand for one rule, `language_method`: its cluster settings (`--set-resources
-# language_method:...`, profiles/slurm) apply to each of them, a per-study setting on top.
-_overwrite = workflow.resource_settings._parsed_overwrite_resources
+# language_method:...`, profiles/slurm) apply to each of them, a per-study setting on top. Snakemake
+# matches --set-resources by exact rule name; the settings are read as given, `overwrite_resources`
+# of ResourceSettings (Snakemake's public settings API: rule -> Resources from the command line or a
+# profile, rule -> mapping through the API; Resources.update takes either).
+_overwrite = workflow.resource_settings.overwrite_resources
 for _rule in workflow.rules:
     if _rule.name.startswith("language_method_"):
         _rule.resources.update(_overwrite.get("language_method", {}))

@@ -4,6 +4,7 @@
 # reads a few JSON files: runs in the main process, never queued on a cluster
 localrules:
     table_linear_scaling,
+    table_study_provenance,
 
 
 rule table_linear_scaling:
@@ -34,3 +35,25 @@ rule table_linear_scaling:
         design_notes=config.get("design_notes", {}),
     script:
         "../scripts/table_linear_scaling.py"
+
+
+# Where every number of the study's tables comes from: one row per (study, method, variant), every
+# method and variant of the study (the paper target has its own, over the results its tables read).
+rule table_study_provenance:
+    input:
+        results=study_results(),
+        references=nonprivate_results(),
+    output:
+        md=layout.table("study_provenance", "md"),
+        html=report(
+            layout.table("study_provenance", "html"),
+            caption="../report/paper_provenance.rst",
+            category="Provenance",
+            labels={"item": "Provenance", "shows": "config, code, data, accountant"},
+        ),
+    log:
+        layout.log(layout.JOB_TABLE, table="study_provenance"),
+    conda:
+        "../../envs/dphpo.yaml"
+    script:
+        "../scripts/paper_provenance.py"

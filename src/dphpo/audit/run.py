@@ -70,12 +70,11 @@ from dphpo.data.registry import DATASETS, Dataset, load_dataset, subset
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.features.cache import load_feature_cache
 from dphpo.features.extractors import RawPixels
-from dphpo.privacy.accountant import make_accountant
+from dphpo.privacy.accountant import ACCOUNTANTS, make_accountant
 from dphpo.privacy.randomness import public_seed
 from dphpo.provenance import provenance
 from dphpo.train.dpgd import TrialBatch, clip_scales, clipped_sums, train_linear_dpgd
 
-ACCOUNTANTS = ("gdp", "rdp", "prv")
 #: The audit's `max_train` subset: the workflow's per-record rule under this public salt.
 AUDIT_SUBSET_SEED = 0
 #: Runs per block of the white-box attack's float64 arithmetic (bounds its memory).

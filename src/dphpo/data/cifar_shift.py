@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.dataset import make_dataset
 from dphpo.data.local_files import files_digest, locate
-from dphpo.data.registry import make_dataset
 from dphpo.errors import DatasetError
 
 CIFAR101 = {"folder": "CIFAR-10.1", "data": "cifar10.1_v6_data.npy", "labels": "cifar10.1_v6_labels.npy"}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, make_dataset, split_population
+from dphpo.data.dataset import SPLIT_SEED, TEST_FRACTION, make_dataset, split_population
 from dphpo.errors import DatasetError
 
 

@@ -22,7 +22,6 @@ tiny data a class may end up without training examples (the loader says so).
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from dphpo.data.local_files import files_checksum
 from dphpo.data.registry import (
     SPLIT_SEED,
     TEST_FRACTION,
@@ -42,7 +42,6 @@ from dphpo.data.registry import (
     split_population,
 )
 from dphpo.errors import DatasetError
-from dphpo.io import file_sha256, write_text
 
 KINDS = ("image_folder", "text_table", "features")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
@@ -102,13 +101,35 @@ class FileDataset:
             raise DatasetError(f"{self.key}.path: {self.path} does not exist")
         if self.kind == "image_folder":
             if not (self.path / "train").is_dir():
-                raise DatasetError(f"{self.key}.path: {self.path} has no train/ folder (expected train/<class>/<image>)")
+                raise DatasetError(f"{self.key}.path: {self.path} has no train/ folder; expected {self.path}/train/<class>/<image> "
+                                   f"(and optionally {self.path}/test/<class>/<image>){self._layout_hint()}")
         elif self.path.is_dir():
             raise DatasetError(f"{self.key}.path: {self.path} is a folder; a {self.kind} dataset is one file")
         elif self.kind == "text_table" and self.path.suffix.lower() not in TABLE_SUFFIXES:
             raise DatasetError(f"{self.key}.path: {self.path.name}: expected one of {', '.join(TABLE_SUFFIXES)}")
+        elif self.kind == "text_table":
+            self.check_columns()
         elif self.kind == "features" and self.path.suffix.lower() != ".npz":
             raise DatasetError(f"{self.key}.path: {self.path.name}: expected an .npz with train_x, train_y, test_x, test_y")
+
+    def _layout_hint(self) -> str:
+        """What an image folder without train/ holds instead, said in the words of the expected layout."""
+        classes = sorted(d.name for d in self.path.iterdir() if d.is_dir() and any(
+            f.suffix.lower() in IMAGE_SUFFIXES for f in d.iterdir()))
+        if classes:
+            return f": it has class folders ({', '.join(classes[:5])}{', ...' if len(classes) > 5 else ''}) directly under it: move them into train/"
+        if any(f.suffix.lower() in IMAGE_SUFFIXES for f in self.path.iterdir()):
+            return ": it holds images directly, without class folders: put each class's images in train/<class>/"
+        return ""
+
+    def check_columns(self) -> None:
+        """The columns the keys name are in the table's header (before any job, not inside the extraction)."""
+        columns = table_columns(self.path, self.key)
+        named = [("text_field", c) for c in self.text_field] + [("label_field", self.label_field)]
+        named += [("split_field", self.split_field)] if self.split_field else []
+        for field_key, name in named:
+            if name not in columns:
+                raise DatasetError(f"{self.key}.{field_key}: column {name!r} is not in {self.path.name} (columns: {columns})")
 
     def load(self) -> Dataset:
         self.check_path()
@@ -144,36 +165,6 @@ def dataset_spec(config: dict, name: str) -> DatasetSpec | None:
 
 # ------------------------------------------------------------------------------------------------
 # checksums and labels
-
-
-def files_checksum(root: Path, files: Sequence[Path], cache: Path | None = None) -> str:
-    """sha256 over (path relative to root, sha256 of the bytes) of each file, in sorted order.
-
-    `cache` (a JSON file) keeps each file's digest beside its size and mtime, so the workflow's parse
-    step, which checksums the data to rerun what an edited file changes, rereads only files whose
-    stat changed; the checksum itself depends on names and bytes only."""
-    known = _read_digest_cache(cache)
-    digests, digest = {}, hashlib.sha256()
-    for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
-        rel = f.relative_to(root).as_posix()
-        st = f.stat()
-        stamp = [st.st_size, st.st_mtime_ns]
-        entry = known.get(str(f.resolve()))
-        file_digest = entry[2] if entry and entry[:2] == stamp else file_sha256(f)
-        digests[str(f.resolve())] = [*stamp, file_digest]
-        digest.update(len(rel).to_bytes(8, "little") + rel.encode() + bytes.fromhex(file_digest))
-    if cache is not None and digests != {k: known.get(k) for k in digests}:
-        write_text(cache, json.dumps(known | digests, sort_keys=True))
-    return digest.hexdigest()
-
-
-def _read_digest_cache(cache: Path | None) -> dict:
-    if cache is None or not cache.exists():
-        return {}
-    try:
-        return json.loads(cache.read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}  # a damaged cache costs a reread, never a wrong checksum: entries are re-stamped
 
 
 def data_files(spec: FileDataset) -> tuple[Path, list[Path]]:
@@ -347,6 +338,25 @@ def _read_rows(path: Path, key: str) -> list[dict]:
         return pd.read_parquet(path).to_dict("records")
     except (OSError, UnicodeDecodeError, csv.Error, ImportError, ValueError) as exc:
         raise DatasetError(f"{key}.path: cannot read {path} ({exc})") from None
+
+
+def table_columns(path: Path, key: str) -> list[str]:
+    """The column names of a text table, read from its header (its first record for JSONL) only."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            with path.open(newline="", encoding="utf-8-sig") as fh:
+                return next(csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ","), [])
+        if suffix == ".jsonl":
+            with path.open(encoding="utf-8") as fh:
+                first = next((line for line in fh if line.strip()), "{}")
+            record = json.loads(first)
+            return list(record) if isinstance(record, dict) else []
+        import pandas as pd  # Parquet only (pandas takes a second to import)
+
+        return [str(c) for c in pd.read_parquet(path).columns]
+    except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError, ImportError, ValueError) as exc:
+        raise DatasetError(f"{key}.path: cannot read the header of {path} ({exc})") from None
 
 
 def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:

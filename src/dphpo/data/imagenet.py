@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.dataset import make_dataset
 from dphpo.data.local_files import files_digest, read_rgb
-from dphpo.data.registry import make_dataset
 from dphpo.errors import DatasetError
 
 SUFFIXES = (".jpeg", ".jpg", ".png")

@@ -1,5 +1,6 @@
 """Helpers of the loaders that read a published dataset's own files from disk (ImageNet, WILDS,
-CIFAR-10.1, CIFAR-10-C/100-C, SQuAD): where the folder is, one image as uint8 RGB, a content checksum.
+CIFAR-10.1, CIFAR-10-C/100-C, SQuAD): where the folder is, one image as uint8 RGB, a content checksum
+(`files_checksum`, which the user's own files of dphpo.data.files get too).
 
 A dataset's folder is `datasets.<name>.path` when the config sets it, else `data_dir`; either may be
 the dataset's folder itself or hold it under its published name (e.g. data/waterbirds_v1.0/).
@@ -7,14 +8,16 @@ the dataset's folder itself or hold it under its published name (e.g. data/water
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from dphpo.data.files import files_checksum
 from dphpo.errors import DatasetError
+from dphpo.io import file_sha256, write_text
 
 
 def locate(root: Path, folder: str, marker: str, name: str, download: Callable[[], None] | None = None) -> Path:
@@ -52,3 +55,33 @@ def files_digest(root: Path, relative: Sequence[str]) -> str:
     """The content checksum of the listed files (paths relative to `root`): `files_checksum`, the one
     the user's own data gets too (names and bytes, never location or mtimes)."""
     return files_checksum(Path(root), [Path(root) / rel for rel in relative])
+
+
+def files_checksum(root: Path, files: Sequence[Path], cache: Path | None = None) -> str:
+    """sha256 over (path relative to root, sha256 of the bytes) of each file, in sorted order.
+
+    `cache` (a JSON file) keeps each file's digest beside its size and mtime, so the workflow's parse
+    step, which checksums the data to rerun what an edited file changes, rereads only files whose
+    stat changed; the checksum itself depends on names and bytes only."""
+    known = _read_digest_cache(cache)
+    digests, digest = {}, hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        rel = f.relative_to(root).as_posix()
+        st = f.stat()
+        stamp = [st.st_size, st.st_mtime_ns]
+        entry = known.get(str(f.resolve()))
+        file_digest = entry[2] if entry and entry[:2] == stamp else file_sha256(f)
+        digests[str(f.resolve())] = [*stamp, file_digest]
+        digest.update(len(rel).to_bytes(8, "little") + rel.encode() + bytes.fromhex(file_digest))
+    if cache is not None and digests != {k: known.get(k) for k in digests}:
+        write_text(cache, json.dumps(known | digests, sort_keys=True))
+    return digest.hexdigest()
+
+
+def _read_digest_cache(cache: Path | None) -> dict:
+    if cache is None or not cache.exists():
+        return {}
+    try:
+        return json.loads(cache.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}  # a damaged cache costs a reread, never a wrong checksum: entries are re-stamped

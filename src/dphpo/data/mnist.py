@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dphpo.data.registry import make_dataset
+from dphpo.data.dataset import make_dataset
 from dphpo.errors import DatasetError
 from dphpo.io import atomic_path
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dphpo.data.registry import make_dataset
+from dphpo.data.dataset import make_dataset
 from dphpo.errors import DatasetError
 
 NAME = "synthetic_shapes"

@@ -136,8 +136,9 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     `model` is the public stage's FeatureNet (GroupNorm); its head is replaced by a freshly initialised
     (seeded) head for the private classes. `input_spec` is the public stage's input convention
     (resolution, mean, std). Poisson batches and noise come from `noise` (the secret key,
-    `dphpo.privacy.randomness`); the head's initialisation from the public `cfg.seed`. Returns (model,
-    record) where record holds the plan, σ, the ledger and the guarantee (no private count or checksum).
+    `dphpo.privacy.randomness`), drawn on the CPU whatever the device; the head's initialisation from the
+    public `cfg.seed`. Model, images and labels are put on `device` once. Returns (model, record) where
+    record holds the plan, σ, the device, the ledger and the guarantee (no private count or checksum).
     """
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
@@ -159,10 +160,13 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     for m in model.modules():  # opacus' backward hooks forbid in-place ops on the layers' outputs
         if isinstance(m, torch.nn.ReLU):
             m.inplace = False
-    images, labels = data.train_inputs, torch.as_tensor(np.asarray(data.train_labels), dtype=torch.long)
+    # the uint8 training images on the device once (as the public stage on a GPU); a step moves its indices only
+    images = np.ascontiguousarray(data.train_inputs)
+    images = torch.from_numpy(images if images.flags.writeable else images.copy()).to(device)
+    labels = torch.as_tensor(np.asarray(data.train_labels), dtype=torch.long)
 
     def batch_inputs(idx: torch.Tensor) -> torch.Tensor:
-        return images_to_tensor(images[idx.numpy()], resolution=input_spec["resolution"], mean=input_spec["mean"],
+        return images_to_tensor(images[idx.to(device)], resolution=input_spec["resolution"], mean=input_spec["mean"],
                                 std=input_spec["std"], device=device).contiguous()
 
     model, trace = train_dpsgd(
@@ -181,6 +185,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
                     "license": data.license, "num_classes": int(data.num_classes)},
         "config": dataclasses.asdict(cfg),
         "plan": plan | {"sigma": sigma, "expected_batch": q * plan["n_public"]},
+        "device": str(device),
         "randomness": noise.describe(),
         "trace": {"steps": trace["steps"]},  # its mean Poisson batch is a private statistic (log only)
         "privacy": ledger.to_dict(cfg.delta),

@@ -16,6 +16,7 @@ from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
+from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import RunAccountant, accountant_from_config
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
@@ -118,63 +119,24 @@ def run_composed(
     # One run at the full budget needs no composition plan: any run accountant calibrates it (the
     # PRV-accounted fine-tuning trainers, to the target ε); composed candidates are planned in exact GDP.
     accountant = trainer.accountant if single else gdp_accountant({}, trainer)
-    delta = accountant.delta
-    plans = []
-    eta, steps, sigma, seeds = [], [], [], []
-    for target, cands in candidates.items():
-        mu = accountant.runs_mu(target, len(cands), selection.mu_per_release, method)
-        trials = []
-        for i, (e, t) in enumerate(cands):
-            sigma_i = accountant.sigma_at(mu, target, int(t))
-            trial = {
-                "eta": float(e),
-                "steps": int(t),
-                "r": float(e) * int(t),
-                "sigma": sigma_i,
-                "mu": accountant.planned_mu(mu),
-                "standalone_eps": accountant.planned_eps(mu, sigma_i, int(t)),
-            }
-            trials.append(trial)
-            eta.append(trial["eta"])
-            steps.append(trial["steps"])
-            sigma.append(trial["sigma"])
-            seeds.append(noise.seed(method, f"{target:.10g}", i))
-        plans.append((float(target), mu, trials))
-    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=method)
-    extras = outcome.extras
-
+    queue = TrialQueue()
+    plans = [
+        (float(target), *_plan_candidates(method, accountant, selection, target, cands, noise, queue))
+        for target, cands in candidates.items()
+    ]
+    outcome = queue.run(trainer, progress=progress, desc=method)
     results, offset = [], 0
     for target, mu, trials in plans:
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
-        ledger = Ledger()
-        for i, trial in enumerate(trials):
-            trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
-            if extras is not None:
-                trial.update(extras[idx[i]])
-            details = {k: trial[k] for k in ("eta", "steps", "sigma", "standalone_eps")}
-            ledger.append(accountant.planned_entry(f"trial {i}: {mechanism}", mu, trial["sigma"], trial["steps"], details))
-        if len(trials) > 1:
-            best, scores = select_best(
-                selection,
-                train_scores=outcome.train_score_sums[idx],
-                test_scores=outcome.test_score_sums[idx],
-                rng=noise.rng(method, "selection", f"{target:.10g}"),
-                ledger=ledger,
-                what="selection",
-            )
-            for trial, score in zip(trials, scores):
-                trial["score"] = float(score)
-            selection_info = selection.describe()
-        else:
-            best = 0
-            selection_info = {"rule": "none", "private": True, "label": "single run, nothing selected"}
+        ledger = _candidate_ledger(trainer, accountant, outcome, idx, trials, mu, mechanism)
+        best, selection_info = _select_candidate(selection, outcome, idx, trials, ledger, noise.rng(method, "selection", f"{target:.10g}"))
         chosen = trials[best]
         results.append(
             MethodResult(
                 method=method,
                 target_eps=target,
-                delta=delta,
+                delta=accountant.delta,
                 **released_model(trainer, outcome, idx[best]),
                 **result_metrics(trainer, outcome, idx[best]),
                 released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu", "standalone_eps")}
@@ -187,3 +149,55 @@ def run_composed(
             )
         )
     return results
+
+
+def _plan_candidates(method: str, accountant: RunAccountant, selection: SelectionRule, target: float,
+                     cands: Sequence[tuple[float, int]], noise: NoiseScope, queue: TrialQueue) -> tuple[float, list[dict]]:
+    """(μ of each run, the trial records) of one target's candidates, queued for the batch."""
+    mu = accountant.runs_mu(target, len(cands), selection.mu_per_release, method)
+    trials = []
+    for i, (e, t) in enumerate(cands):
+        sigma_i = accountant.sigma_at(mu, target, int(t))
+        trial = {
+            "eta": float(e),
+            "steps": int(t),
+            "r": float(e) * int(t),
+            "sigma": sigma_i,
+            "mu": accountant.planned_mu(mu),
+            "standalone_eps": accountant.planned_eps(mu, sigma_i, int(t)),
+        }
+        trials.append(trial)
+        queue.add(trial["eta"], trial["steps"], trial["sigma"], noise.seed(method, f"{target:.10g}", i))
+    return mu, trials
+
+
+def _candidate_ledger(trainer: PrivateTrainer, accountant: RunAccountant, outcome, idx: np.ndarray, trials: list[dict],
+                      mu: float, mechanism: str) -> Ledger:
+    """Each trial's metrics (and the outcome's extras) added to its record, and its run to the ledger."""
+    ledger = Ledger()
+    for i, trial in enumerate(trials):
+        trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
+        if outcome.extras is not None:
+            trial.update(outcome.extras[idx[i]])
+        details = {k: trial[k] for k in ("eta", "steps", "sigma", "standalone_eps")}
+        ledger.append(accountant.planned_entry(f"trial {i}: {mechanism}", mu, trial["sigma"], trial["steps"], details))
+    return ledger
+
+
+def _select_candidate(selection: SelectionRule, outcome, idx: np.ndarray, trials: list[dict], ledger: Ledger,
+                      rng: np.random.Generator) -> tuple[int, dict]:
+    """(index of the released trial, the selection as recorded): the honest selection, charged to the
+    ledger, among several candidates; a single candidate is released as it is."""
+    if len(trials) < 2:
+        return 0, {"rule": "none", "private": True, "label": "single run, nothing selected"}
+    best, scores = select_best(
+        selection,
+        train_scores=outcome.train_score_sums[idx],
+        test_scores=outcome.test_score_sums[idx],
+        rng=rng,
+        ledger=ledger,
+        what="selection",
+    )
+    for trial, score in zip(trials, scores):
+        trial["score"] = float(score)
+    return best, selection.describe()

@@ -27,6 +27,7 @@ from dphpo.errors import ConfigError
 from dphpo.hpo.candidates import baselines_section, context, run_composed
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.space import SearchSpace
+from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer, best_index
@@ -70,67 +71,62 @@ def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progres
     # the linear head, PRV for the fine-tuning trainers)
     accountant, space, _, targets = context(config, trainer, any_accountant=True)
     grid = GridConfig.from_config(config).points(space)
-    delta = accountant.delta
-    eta, steps, sigma, seeds, owner = [], [], [], [], []
+    queue = TrialQueue()
     for target in targets:
         mu = accountant.full_budget_mu(target)
         for i, (e, t) in enumerate(grid):
-            eta.append(e)
-            steps.append(t)
-            sigma.append(accountant.sigma_at(mu, target, t))
-            seeds.append(noise.seed(ORACLE, f"{target:.10g}", i))
-            owner.append(target)
-    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=ORACLE)
-    owner_arr = np.asarray(owner)
-    results = []
-    for target in targets:
-        mu = accountant.full_budget_mu(target)
-        idx = np.flatnonzero(owner_arr == target)
-        trials = [
-            {
-                "eta": eta[j],
-                "steps": steps[j],
-                "r": eta[j] * steps[j],
-                "sigma": sigma[j],
-                "mu": accountant.planned_mu(mu),
-            }
-            | trial_metrics(trainer, outcome, j)
-            for j in idx
-        ]
-        best = best_index(trainer.metric, outcome.test_metric[idx])  # selection on TEST: the oracle
-        chosen = trials[best]
-        what = "released run (oracle: the other grid runs and the test-set selection are NOT accounted)"
-        details = {k: chosen[k] for k in ("eta", "steps", "sigma")}
-        ledger = Ledger([accountant.planned_entry(what, mu, chosen["sigma"], chosen["steps"], details)])
-        n = len(trials)
-        results.append(
-            MethodResult(
-                method=ORACLE,
-                target_eps=float(target),
-                delta=delta,
-                **released_model(trainer, outcome, idx[best]),
-                **result_metrics(trainer, outcome, idx[best]),
-                released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")}
-                | {"standalone_eps": accountant.planned_eps(mu, chosen["sigma"], chosen["steps"]), "trial": best},
-                ledger=ledger,
-                selection={"rule": "test", "private": False, "label": ORACLE_LABEL},
-                trials=trials,
-                search={
-                    "grid": [list(p) for p in grid],
-                    "n_trials": n,
-                    "unaccounted": {
-                        "runs": n - 1,
-                        "eps_of_all_runs_composed": accountant.composed_eps(mu, n),
-                        "selection": "on the test set: no finite eps covers it",
-                    },
-                },
-                notes=[
-                    "NOT a private HPO result: every grid point was trained at the full budget and the best was "
-                    "chosen on TEST data; total_eps covers the released run only (Panda et al.'s grid-search oracle)."
-                ],
-            )
-        )
-    return results
+            queue.add(e, t, accountant.sigma_at(mu, target, t), noise.seed(ORACLE, f"{target:.10g}", i), target)
+    outcome = queue.run(trainer, progress=progress, desc=ORACLE)
+    return [_oracle_result(trainer, accountant, grid, queue, outcome, target) for target in targets]
+
+
+def _oracle_result(trainer: PrivateTrainer, accountant, grid: list[tuple[float, int]], queue: TrialQueue, outcome,
+                   target: float) -> MethodResult:
+    """The oracle's result at `target`: the grid point best on TEST data, its run the only ledger entry."""
+    mu = accountant.full_budget_mu(target)
+    idx = queue.indices(target)
+    trials = [
+        {
+            "eta": queue.eta[j],
+            "steps": queue.steps[j],
+            "r": queue.eta[j] * queue.steps[j],
+            "sigma": queue.sigma[j],
+            "mu": accountant.planned_mu(mu),
+        }
+        | trial_metrics(trainer, outcome, j)
+        for j in idx
+    ]
+    best = best_index(trainer.metric, outcome.test_metric[idx])  # selection on TEST: the oracle
+    chosen = trials[best]
+    what = "released run (oracle: the other grid runs and the test-set selection are NOT accounted)"
+    details = {k: chosen[k] for k in ("eta", "steps", "sigma")}
+    ledger = Ledger([accountant.planned_entry(what, mu, chosen["sigma"], chosen["steps"], details)])
+    n = len(trials)
+    return MethodResult(
+        method=ORACLE,
+        target_eps=float(target),
+        delta=accountant.delta,
+        **released_model(trainer, outcome, idx[best]),
+        **result_metrics(trainer, outcome, idx[best]),
+        released={k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")}
+        | {"standalone_eps": accountant.planned_eps(mu, chosen["sigma"], chosen["steps"]), "trial": best},
+        ledger=ledger,
+        selection={"rule": "test", "private": False, "label": ORACLE_LABEL},
+        trials=trials,
+        search={
+            "grid": [list(p) for p in grid],
+            "n_trials": n,
+            "unaccounted": {
+                "runs": n - 1,
+                "eps_of_all_runs_composed": accountant.composed_eps(mu, n),
+                "selection": "on the test set: no finite eps covers it",
+            },
+        },
+        notes=[
+            "NOT a private HPO result: every grid point was trained at the full budget and the best was "
+            "chosen on TEST data; total_eps covers the released run only (Panda et al.'s grid-search oracle)."
+        ],
+    )
 
 
 def run_accounted(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:

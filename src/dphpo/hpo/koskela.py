@@ -38,6 +38,7 @@ from dphpo.hpo.papernot_steinke import (
     truncation_delta,
 )
 from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import RunAccountant
 from dphpo.privacy.ledger import LedgerEntry
 from dphpo.privacy.planning import BUDGET_SAFETY
@@ -157,48 +158,16 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
-    delta = accountant.delta
     x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample"))
-    plans, eta, steps, sigma, seeds = [], [], [], [], []
-    for target in targets:
-        p = plan(kc, selection, target, accountant)
-        cands, k_info = draw_trials(kc.ps, space, noise, target, METHOD)
-        trials = []
-        for i, (e, t) in enumerate(cands):
-            trial = {
-                "eta": e,
-                "steps": t,
-                "r": e * t,
-                "sigma": kc.trial_sigma(accountant, p["mu_final"], t),
-                "mu_before_amplification": kc.trial_mu(p["mu_final"]),
-            }
-            trials.append(trial)
-            eta.append(e)
-            steps.append(t)
-            sigma.append(trial["sigma"])
-            seeds.append(noise.seed(METHOD, f"{target:.10g}", i))
-        plans.append([float(target), p, k_info, trials])
-    tuning = x1.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"{METHOD} tuning")
+    queue = TrialQueue()
+    plans = [_plan_tuning(kc, selection, accountant, space, noise, target, queue) for target in targets]
+    tuning = queue.run(x1, progress=progress, desc=f"{METHOD} tuning")
 
     finals, selected, offset = [], [], 0
-    for plan_ in plans:
-        target, p, k_info, trials = plan_
+    for target, p, _, trials in plans:
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
-        for i, trial in enumerate(trials):
-            trial["train_accuracy_subsample"] = float(tuning.train_score_sums[idx[i]] / max(1, x1.n_train))
-            trial["test_accuracy"] = float(tuning.test_metric[idx[i]])
-        if trials:
-            scores = noisy_scores(
-                selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
-            )
-            for trial, score in zip(trials, scores):
-                trial["score"] = float(score)
-            best = int(np.argmax(scores))
-            e, t = trials[best]["eta"], trials[best]["steps"]
-        else:  # Poisson K = 0: tuning returned ⊥; fall back to the middle of the grids (data-independent)
-            best = None
-            e, t = float(np.median(space.eta_grid)), int(space.steps[len(space.steps) // 2])
+        best, (e, t) = _tuned_pick(selection, space, x1, tuning, idx, trials, noise, target)
         selected.append(best)  # internal only: the index would reveal the secret K (K >= index + 1)
         finals.append(
             {
@@ -218,46 +187,87 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         progress=progress,
         desc=f"{METHOD} final",
     )
-    results = []
-    for j, ((target, p, k_info, trials), fin, best) in enumerate(zip(plans, finals, selected)):
-        ledger = planned_ledger(kc, p["mu_final"], p["mu_score"], p["truncation"])
-        ledger.entries[-1] = LedgerEntry(
-            what="final run on all data",
-            mu=p["mu_final"],
-            details={k: fin[k] for k in ("eta", "steps", "sigma", "standalone_eps")},
-        )
-        notes = [
-            "Koskela & Kulkarni (2023) as RECONSTRUCTED here (docs/methods.md §4): P&S tuning on a Poisson subsample, "
-            f"hyperparameter transfer '{kc.transfer}', final run on all data"
-        ]
-        if best is None:
-            notes.append("K = 0: tuning released nothing; the final run used the middle of the grids")
-        results.append(
-            MethodResult(
-                method=METHOD,
-                target_eps=target,
-                delta=delta,
-                **released_model(trainer, final, j),
-                **result_metrics(trainer, final, j),
-                released=fin,
-                ledger=ledger,
-                selection=selection.describe() | {"scores_on": "the subsample X1", "cost": "inside each trial's mu_base"},
-                trials=trials,
-                search=kc.ps.describe()
-                | k_info
-                | {
-                    "q": kc.q,
-                    "transfer": kc.transfer,
-                    "mu_final": p["mu_final"],
-                    "mu_score": p["mu_score"],
-                    "reconstruction": True,
-                },
-                notes=notes,
-                trials_released="selected",
-                internal=secret_count_fields(k_info, best, kc.ps.max_trials) | {"subsample_size": x1.n_train},
-            )
-        )
-    return results
+    return [
+        _result(trainer, final, j, kc, selection, plan_, fin, best, x1.n_train)
+        for j, (plan_, fin, best) in enumerate(zip(plans, finals, selected))
+    ]
+
+
+def _plan_tuning(kc: KoskelaConfig, selection: SelectionRule, accountant: RunAccountant, space, noise: NoiseScope,
+                 target: float, queue: TrialQueue) -> list:
+    """[target, its plan (`plan`), K, the trial records]: the tuning trials on X1, queued for the batch."""
+    p = plan(kc, selection, target, accountant)
+    cands, k_info = draw_trials(kc.ps, space, noise, target, METHOD)
+    trials = []
+    for i, (e, t) in enumerate(cands):
+        trial = {
+            "eta": e,
+            "steps": t,
+            "r": e * t,
+            "sigma": kc.trial_sigma(accountant, p["mu_final"], t),
+            "mu_before_amplification": kc.trial_mu(p["mu_final"]),
+        }
+        trials.append(trial)
+        queue.add(e, t, trial["sigma"], noise.seed(METHOD, f"{target:.10g}", i))
+    return [float(target), p, k_info, trials]
+
+
+def _tuned_pick(selection: SelectionRule, space, x1, tuning, idx: np.ndarray, trials: list[dict], noise: NoiseScope,
+                target: float) -> tuple[int | None, tuple[float, int]]:
+    """(index of the best trial by its noisy score on X1, its (η, T)); K = 0: (None, the middle of the grids)."""
+    for i, trial in enumerate(trials):
+        trial["train_accuracy_subsample"] = float(tuning.train_score_sums[idx[i]] / max(1, x1.n_train))
+        trial["test_accuracy"] = float(tuning.test_metric[idx[i]])
+    if not trials:  # Poisson K = 0: tuning returned ⊥; fall back to the middle of the grids (data-independent)
+        return None, (float(np.median(space.eta_grid)), int(space.steps[len(space.steps) // 2]))
+    scores = noisy_scores(
+        selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
+    )
+    for trial, score in zip(trials, scores):
+        trial["score"] = float(score)
+    best = int(np.argmax(scores))
+    return best, (trials[best]["eta"], trials[best]["steps"])
+
+
+def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection: SelectionRule, plan_: list, fin: dict,
+            best: int | None, subsample_size: int) -> MethodResult:
+    """The release at one target: final run `j` on all data; the tuning's amplified entry and that run."""
+    target, p, k_info, trials = plan_
+    ledger = planned_ledger(kc, p["mu_final"], p["mu_score"], p["truncation"])
+    ledger.entries[-1] = LedgerEntry(
+        what="final run on all data",
+        mu=p["mu_final"],
+        details={k: fin[k] for k in ("eta", "steps", "sigma", "standalone_eps")},
+    )
+    notes = [
+        "Koskela & Kulkarni (2023) as RECONSTRUCTED here (docs/methods.md §4): P&S tuning on a Poisson subsample, "
+        f"hyperparameter transfer '{kc.transfer}', final run on all data"
+    ]
+    if best is None:
+        notes.append("K = 0: tuning released nothing; the final run used the middle of the grids")
+    return MethodResult(
+        method=METHOD,
+        target_eps=target,
+        delta=trainer.accountant.delta,
+        **released_model(trainer, final, j),
+        **result_metrics(trainer, final, j),
+        released=fin,
+        ledger=ledger,
+        selection=selection.describe() | {"scores_on": "the subsample X1", "cost": "inside each trial's mu_base"},
+        trials=trials,
+        search=kc.ps.describe()
+        | k_info
+        | {
+            "q": kc.q,
+            "transfer": kc.transfer,
+            "mu_final": p["mu_final"],
+            "mu_score": p["mu_score"],
+            "reconstruction": True,
+        },
+        notes=notes,
+        trials_released="selected",
+        internal=secret_count_fields(k_info, best, kc.ps.max_trials) | {"subsample_size": subsample_size},
+    )
 
 
 def check(config: dict) -> None:

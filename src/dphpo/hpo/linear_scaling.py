@@ -23,22 +23,29 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
+from dphpo.hpo.linear_scaling_guards import Guards
 from dphpo.hpo.linear_scaling_plan import (
     NULL_RELEASE,
+    FinalChoice,
     LinearScalingConfig,
     check_budgets,
+    choose_final_r,
+    fit_points,
     safeguarded_section,
     search_key,
+    stage_searches,
 )
 from dphpo.hpo.selection import SelectionRule, release_scores
-from dphpo.hpo.space import SearchSpace
+from dphpo.hpo.space import Decomposed, SearchSpace
+from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import sample_rate_for_remaining
-from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.ledger import Ledger, LedgerEntry
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
@@ -58,87 +65,26 @@ def run_stage(
     previous: dict | None = None,
     progress: bool = True,
 ) -> dict:
-    """Stage `stage` (1-based) for every search the targets need, trained as one batch of trials."""
-    if not 1 <= stage <= lsc.n_stages:
-        raise ValueError(f"stage must be in 1..{lsc.n_stages}, got {stage}")
-    if stage > 1 and previous is None:
-        raise ValueError(f"stage {stage} needs the result of stage {stage - 1}")
+    """Stage `stage` (1-based) for every search the targets need, trained as one batch of trials:
+    the plan (each search's budget and trials), training, then each search's pick."""
+    _check_stage(lsc, stage, previous)
     acc = trainer.accountant
-    delta = acc.delta
-    check_budgets(lsc, selection, targets, delta)
+    check_budgets(lsc, selection, targets, acc.delta)
     _check_accounting(lsc, acc)
     space = lsc.space(space)
+    guards = lsc.guards
     prev = {s["key"]: s for s in previous["searches"]} if previous else {}
-    searches: dict[str, dict] = {}
-    for target in targets:
-        key = search_key(lsc, target)
-        searches.setdefault(key, {"key": key, "targets": [], "eps": lsc.stage_budgets(target)[stage - 1]})
-        searches[key]["targets"].append(float(target))
-
-    eta, steps, sigma, seeds, owner = [], [], [], [], []
+    searches = stage_searches(lsc, targets, stage)
+    queue = TrialQueue()
     for key, search in searches.items():
-        search["mu"] = acc.mu_for_eps(search["eps"])
-        rng = noise.rng(METHOD, stage, key)
-        # a previous pick no better than the null model bounds nothing: search the whole range
-        if stage > 1 and lsc.later_stage_range == "above_previous" and prev[key].get("informative", True):
-            # [r_{k-1}, cap·r_max] as in the original code; when r_{k-1} is already above the cap the
-            # range would point downwards, so it extends to r_max instead.
-            lo = prev[key]["selected_r"]
-            hi = lsc.stage_cap * space.r_max
-            r_values = space.sample_r(rng, lsc.n_trials, lo=lo, hi=hi if hi > lo else space.r_max)
-        else:
-            r_values = space.sample_r(rng, lsc.n_trials)
-        search["trials"], search["entries"] = [], []
-        for i, r in enumerate(r_values):
-            dec = space.decompose(r)
-            sigma_i = acc.sigma_for_eps(search["eps"], dec.steps)
-            entry = acc.entry(
-                f"stage {stage} trial {i}",
-                sigma_i,
-                dec.steps,
-                {"eta": dec.eta, "steps": dec.steps, "sigma": sigma_i, "standalone_eps": search["eps"]},
-            )
-            trial = {
-                "r_requested": float(r),
-                "eta": dec.eta,
-                "steps": dec.steps,
-                "r": dec.r,
-                "sigma": sigma_i,
-                "mu": entry.mu,
-            } | acc.trial_accounting()
-            search["trials"].append(trial)
-            search["entries"].append(entry)
-            eta.append(trial["eta"])
-            steps.append(trial["steps"])
-            sigma.append(trial["sigma"])
-            seeds.append(noise.seed(METHOD, stage, key, i))
-            owner.append(key)
-
-    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=f"stage {stage}")
-    null_exact = trainer.null_scores() if stage == 1 and lsc.tests_informative else None
-    owner_arr = np.asarray(owner)
+        r_range = guards.stage_range(space, prev[key] if stage > 1 else None)
+        _plan_stage_trials(search, acc, space, r_range, lsc.n_trials, noise, stage, queue)
+    outcome = queue.run(trainer, progress=progress, desc=f"stage {stage}")
+    null_test = _NullModelTest(trainer, stage, selection, noise, guards) if lsc.tests_informative else _no_null_test
     for key, search in searches.items():
-        idx = np.flatnonzero(owner_arr == key)
-        ledger = Ledger(search.pop("entries"))
-        for i, trial in enumerate(search["trials"]):
-            trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
-        scores = release_scores(
-            selection,
-            train_scores=outcome.train_score_sums[idx],
-            test_scores=outcome.test_score_sums[idx],
-            rng=noise.rng(METHOD, "selection", stage, key),
-            ledger=ledger,
-            what=f"stage {stage} selection",
-        )
-        for trial, score in zip(search["trials"], scores):
-            trial["score"] = float(score)
-        best = lsc.pick(scores, [t["r"] for t in search["trials"]], selection)
-        search["selected"] = best
-        search["selected_r"] = search["trials"][best]["r"]
-        if lsc.tests_informative:
-            search["null"] = _null_release(null_exact, trainer.metric, key, selection, noise, ledger) if stage == 1 else prev[key]["null"]
-            search["informative"] = lsc.informative(float(scores[best]), search["null"]["score"], selection)
-        search["ledger"] = ledger.to_dict(delta)
+        ledger, pick_score = _pick_in_stage(search, trainer, outcome, queue.indices(key), guards, selection, noise, stage)
+        null_test(search, pick_score, ledger, prev.get(key))
+        search["ledger"] = ledger.to_dict(acc.delta)
     return {
         "method": METHOD,
         "stage": stage,
@@ -146,6 +92,96 @@ def run_stage(
         "selection": selection.describe(),
         "searches": list(searches.values()),
     }
+
+
+def _check_stage(lsc: LinearScalingConfig, stage: int, previous: dict | None) -> None:
+    if not 1 <= stage <= lsc.n_stages:
+        raise ValueError(f"stage must be in 1..{lsc.n_stages}, got {stage}")
+    if stage > 1 and previous is None:
+        raise ValueError(f"stage {stage} needs the result of stage {stage - 1}")
+
+
+def _plan_stage_trials(search: dict, acc, space: SearchSpace, r_range: tuple[float, float] | None, n_trials: int,
+                       noise: NoiseScope, stage: int, queue: TrialQueue) -> None:
+    """A search's trials at its stage budget: r drawn from `r_range` (None: the whole range), each
+    trial's σ and ledger entry, queued for the stage's batch."""
+    key = search["key"]
+    search["mu"] = acc.mu_for_eps(search["eps"])
+    rng = noise.rng(METHOD, stage, key)
+    if r_range is None:
+        r_values = space.sample_r(rng, n_trials)
+    else:
+        r_values = space.sample_r(rng, n_trials, lo=r_range[0], hi=r_range[1])
+    search["trials"], search["entries"] = [], []
+    for i, r in enumerate(r_values):
+        trial, entry = _stage_trial(acc, space, search["eps"], r, stage, i)
+        search["trials"].append(trial)
+        search["entries"].append(entry)
+        queue.add(trial["eta"], trial["steps"], trial["sigma"], noise.seed(METHOD, stage, key, i), key)
+
+
+def _stage_trial(acc, space: SearchSpace, eps: float, r: float, stage: int, i: int) -> tuple[dict, LedgerEntry]:
+    """Trial `i` of a stage: r decomposed into (η, T), σ for the standalone budget `eps`."""
+    dec = space.decompose(r)
+    sigma = acc.sigma_for_eps(eps, dec.steps)
+    entry = acc.entry(
+        f"stage {stage} trial {i}",
+        sigma,
+        dec.steps,
+        {"eta": dec.eta, "steps": dec.steps, "sigma": sigma, "standalone_eps": eps},
+    )
+    trial = {
+        "r_requested": float(r),
+        "eta": dec.eta,
+        "steps": dec.steps,
+        "r": dec.r,
+        "sigma": sigma,
+        "mu": entry.mu,
+    } | acc.trial_accounting()
+    return trial, entry
+
+
+def _pick_in_stage(search: dict, trainer: PrivateTrainer, outcome, idx: np.ndarray, guards: Guards,
+                   selection: SelectionRule, noise: NoiseScope, stage: int) -> tuple[Ledger, float]:
+    """A search's released scores and its pick (`Guards.pick`): its ledger, selection charged, and the
+    pick's released score."""
+    ledger = Ledger(search.pop("entries"))
+    for i, trial in enumerate(search["trials"]):
+        trial.update(trial_metrics(trainer, outcome, idx[i]))  # test metric: recorded, never selected on
+    scores = release_scores(
+        selection,
+        train_scores=outcome.train_score_sums[idx],
+        test_scores=outcome.test_score_sums[idx],
+        rng=noise.rng(METHOD, "selection", stage, search["key"]),
+        ledger=ledger,
+        what=f"stage {stage} selection",
+    )
+    for trial, score in zip(search["trials"], scores):
+        trial["score"] = float(score)
+    best = guards.pick(scores, [t["r"] for t in search["trials"]], selection)
+    search["selected"] = best
+    search["selected_r"] = search["trials"][best]["r"]
+    return ledger, float(scores[best])
+
+
+def _no_null_test(search: dict, pick_score: float, ledger: Ledger, before: dict | None) -> None:
+    """The paper's rule: every pick counts, no null model is released."""
+
+
+class _NullModelTest:
+    """`Safeguard.informative_margin`: whether each search's pick beats the null model. The null
+    model's score is released at stage 1 (charged to the search's ledger) and carried to later stages."""
+
+    def __init__(self, trainer: PrivateTrainer, stage: int, selection: SelectionRule, noise: NoiseScope, guards: Guards):
+        self.null_exact = trainer.null_scores() if stage == 1 else None
+        self.stage, self.metric, self.selection, self.noise, self.guards = stage, trainer.metric, selection, noise, guards
+
+    def __call__(self, search: dict, pick_score: float, ledger: Ledger, before: dict | None) -> None:
+        if self.stage == 1:
+            search["null"] = _null_release(self.null_exact, self.metric, search["key"], self.selection, self.noise, ledger)
+        else:
+            search["null"] = before["null"]
+        search["informative"] = self.guards.informative(pick_score, search["null"]["score"], self.selection)
 
 
 def _null_release(null_exact: tuple[float, float, float], metric: str, key: str, selection: SelectionRule,
@@ -166,6 +202,19 @@ def _check_accounting(lsc: LinearScalingConfig, accountant) -> None:
         )
 
 
+@dataclass
+class _FinalPlan:
+    """One target's final run before training: its budget, its r (`FinalChoice`) as (η, T), its σ."""
+
+    target: float
+    key: str
+    ledger: Ledger  # the whole search (every stage of the target's search); the final run is appended
+    dec: Decomposed
+    sigma: float
+    fit: dict  # the fit as the result records it
+    searches: list[dict]
+
+
 def run_final(
     trainer: PrivateTrainer,
     lsc: LinearScalingConfig,
@@ -180,110 +229,98 @@ def run_final(
     if len(stages) != lsc.n_stages:
         raise ValueError(f"expected {lsc.n_stages} stage results, got {len(stages)}")
     acc = trainer.accountant
-    delta = acc.delta
     _check_accounting(lsc, acc)
     space = lsc.space(space)
     by_key = [{s["key"]: s for s in st["searches"]} for st in stages]
     plans = []
     for target in targets:
         key = search_key(lsc, target)
-        searches = [stage_searches[key] for stage_searches in by_key]
-        ledger = Ledger()
-        for s in searches:
-            ledger.extend(Ledger.from_dict(s["ledger"]))
-        mu_f = acc.remaining_mu(target, ledger, what=f"final run at target eps={target:g}")
-        # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
-        # places the final run on the fitted line (exact GDP: the final run itself).
-        eps_f = acc.gaussian_eps(mu_f)
-        xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
-        rs = [s["selected_r"] for s in searches]
-        x_f = eps_f if lsc.fit_in == "eps" else mu_f
-        # the picks that beat the null model (all of them without the informative test)
-        informative = [s.get("informative", True) for s in searches]
-        xs_fit = [x for x, keep in zip(xs, informative) if keep]
-        rs_fit = [r for r, keep in zip(rs, informative) if keep]
-        if rs_fit:
-            coeffs = lsc.fit(xs_fit, rs_fit)
-            r_extrapolated = float(np.polyval(coeffs, x_f))
-            r_guarded = max(r_extrapolated, max(rs_fit)) if lsc.monotone else r_extrapolated
-            r_bounded = lsc.bound_r(r_guarded, rs_fit)
-        else:  # no stage learned anything: r grows with ε (the rule's premise) and nothing measured bounds it
-            coeffs = np.zeros(0)
-            r_extrapolated = r_guarded = r_bounded = space.r_max
-        final_space = lsc.final_space(space, r_bounded)
-        r_star = final_space.clamp_r(r_bounded)
-        dec = final_space.decompose(r_star)
-        plans.append(
-            {
-                "target": float(target),
-                "key": key,
-                "ledger": ledger,
-                "mu_f": mu_f,
-                "eps_f": eps_f,
-                "dec": dec,
-                "sigma": acc.sigma_for_remaining(ledger, target, dec.steps),
-                "fit": {
-                    "x": lsc.fit_in,
-                    "points": [{"x": x, "r": r} for x, r in zip(xs, rs)],
-                    "degree": lsc.degree,
-                    "coefficients": coeffs.tolist(),
-                    "x_final": x_f,
-                    "r_extrapolated": r_extrapolated,
-                    "monotone_guard": lsc.monotone,
-                    "guard_applied": r_guarded != r_extrapolated,
-                    "r_clamped": r_star,
-                    "clamped": not math.isclose(r_star, r_extrapolated),
-                }
-                | ({"safeguard_bound": r_bounded, "bounded": r_bounded != r_guarded} if lsc.safeguard else {})
-                | ({"beyond_grid": r_star > space.r_max} if lsc.safeguard and lsc.safeguard.beyond_grid else {})
-                | ({"informative": informative, "null_score": searches[0]["null"]["score"],
-                    "fallback_r_max": not rs_fit} if lsc.tests_informative else {}),
-                "searches": searches,
-            }
-        )
+        plans.append(_plan_final(acc, lsc, space, target, key, [stage_searches[key] for stage_searches in by_key]))
     outcome = trainer.run_trials(
-        [p["dec"].eta for p in plans],
-        [p["dec"].steps for p in plans],
-        [p["sigma"] for p in plans],
-        [noise.seed(METHOD, "final", f"{p['target']:.10g}") for p in plans],
+        [p.dec.eta for p in plans],
+        [p.dec.steps for p in plans],
+        [p.sigma for p in plans],
+        [noise.seed(METHOD, "final", f"{p.target:.10g}") for p in plans],
         progress=progress,
         desc="final runs",
     )
-    results = []
-    for j, p in enumerate(plans):
-        dec = p["dec"]
-        eps_alone = acc.standalone_eps(p["sigma"], dec.steps)
-        final = acc.entry("final run", p["sigma"], dec.steps, {"eta": dec.eta, "steps": dec.steps, "sigma": p["sigma"], "standalone_eps": eps_alone})
-        p["ledger"].append(final)
-        results.append(
-            MethodResult(
-                method=METHOD,
-                target_eps=p["target"],
-                delta=delta,
-                **released_model(trainer, outcome, j),
-                **result_metrics(trainer, outcome, j),
-                released={
-                    "eta": dec.eta,
-                    "steps": dec.steps,
-                    "r": dec.r,
-                    "r_requested": dec.r_requested,
-                    "sigma": p["sigma"],
-                    "mu": final.mu,
-                    "standalone_eps": eps_alone,
-                },
-                ledger=p["ledger"],
-                selection=selection.describe(),
-                trials=[t | {"stage": k + 1} for k, s in enumerate(p["searches"]) for t in s["trials"]],
-                search={
-                    "config": lsc.describe(),
-                    "stage_budgets_eps": [s["eps"] for s in p["searches"]],
-                    "selected_r": [s["selected_r"] for s in p["searches"]],
-                    "fit": p["fit"],
-                    "shared_search_key": p["key"],
-                },
-            )
-        )
-    return results
+    return [_final_result(trainer, outcome, j, p, lsc, selection) for j, p in enumerate(plans)]
+
+
+def _plan_final(acc, lsc: LinearScalingConfig, space: SearchSpace, target: float, key: str, searches: list[dict]) -> _FinalPlan:
+    """What is left of the target after the search, the final r chosen from the picks, its (η, T) and σ."""
+    ledger = Ledger()
+    for s in searches:
+        ledger.extend(Ledger.from_dict(s["ledger"]))
+    mu_f = acc.remaining_mu(target, ledger, what=f"final run at target eps={target:g}")
+    # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
+    # places the final run on the fitted line (exact GDP: the final run itself).
+    eps_f = acc.gaussian_eps(mu_f)
+    xs, rs, x_f = fit_points(lsc, searches, mu_f, eps_f)
+    informative = [s.get("informative", True) for s in searches]
+    choice = choose_final_r(lsc, space, xs, rs, informative, x_f)
+    dec = choice.space.decompose(choice.r)
+    fit = _fit_record(lsc, space, xs, rs, x_f, choice, informative, searches)
+    return _FinalPlan(float(target), key, ledger, dec, acc.sigma_for_remaining(ledger, target, dec.steps), fit, searches)
+
+
+def _fit_record(lsc: LinearScalingConfig, space: SearchSpace, xs: list, rs: list, x_f: float, choice: FinalChoice,
+                informative: list[bool], searches: list[dict]) -> dict:
+    """The fit as a result records it: the picks, the line, and what each guard did."""
+    g = lsc.safeguard
+    return (
+        {
+            "x": lsc.fit_in,
+            "points": [{"x": x, "r": r} for x, r in zip(xs, rs)],
+            "degree": lsc.degree,
+            "coefficients": choice.coefficients.tolist(),
+            "x_final": x_f,
+            "r_extrapolated": choice.r_extrapolated,
+            "monotone_guard": lsc.monotone,
+            "guard_applied": choice.r_guarded != choice.r_extrapolated,
+            "r_clamped": choice.r,
+            "clamped": not math.isclose(choice.r, choice.r_extrapolated),
+        }
+        | ({"safeguard_bound": choice.r_bounded, "bounded": choice.r_bounded != choice.r_guarded} if g else {})
+        | ({"beyond_grid": choice.r > space.r_max} if g and g.beyond_grid else {})
+        | ({"informative": informative, "null_score": searches[0]["null"]["score"],
+            "fallback_r_max": choice.fallback_r_max} if lsc.tests_informative else {})
+    )
+
+
+def _final_result(trainer: PrivateTrainer, outcome, j: int, p: _FinalPlan, lsc: LinearScalingConfig, selection: SelectionRule) -> MethodResult:
+    """The release of target `p.target`: final run `j` of the batch, its ledger the search plus that run."""
+    acc = trainer.accountant
+    dec = p.dec
+    eps_alone = acc.standalone_eps(p.sigma, dec.steps)
+    final = acc.entry("final run", p.sigma, dec.steps, {"eta": dec.eta, "steps": dec.steps, "sigma": p.sigma, "standalone_eps": eps_alone})
+    p.ledger.append(final)
+    return MethodResult(
+        method=METHOD,
+        target_eps=p.target,
+        delta=acc.delta,
+        **released_model(trainer, outcome, j),
+        **result_metrics(trainer, outcome, j),
+        released={
+            "eta": dec.eta,
+            "steps": dec.steps,
+            "r": dec.r,
+            "r_requested": dec.r_requested,
+            "sigma": p.sigma,
+            "mu": final.mu,
+            "standalone_eps": eps_alone,
+        },
+        ledger=p.ledger,
+        selection=selection.describe(),
+        trials=[t | {"stage": k + 1} for k, s in enumerate(p.searches) for t in s["trials"]],
+        search={
+            "config": lsc.describe(),
+            "stage_budgets_eps": [s["eps"] for s in p.searches],
+            "selected_r": [s["selected_r"] for s in p.searches],
+            "fit": p.fit,
+            "shared_search_key": p.key,
+        },
+    )
 
 
 REDUCTIONS = ("noise", "subsample")
@@ -299,35 +336,12 @@ def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseSco
       accounting (`sample_rate_for_remaining`, under the trainer's accountant) meets the target.
     `trainer`: the study's full-batch trainer (a linear head: `with_batch_size` gives the subsampled one).
     """
-    if how not in REDUCTIONS:
-        raise ConfigError(f"reduce_eps.how: expected one of {', '.join(REDUCTIONS)}, got {how!r}")
-    if source.get("method") != METHOD:
-        raise ConfigError(f"reduce_eps: the source must be a {METHOD} result, got {source.get('method')!r}")
-    acc = trainer.accountant
-    if (acc.describe().get("sample_rate") or 1.0) < 1.0:
-        raise ConfigError("reduce_eps: the source study must train full batch (training.batch_size: null)")
-    delta = acc.delta
-    from_eps, source_delta = float(source["target"]["eps"]), float(source["target"]["delta"])
-    if source_delta != delta:
-        raise ConfigError(f"reduce_eps: the source result has delta={source_delta:g}, this config {delta:g}")
-    if not target < from_eps:
-        raise ConfigError(f"reduce_eps: the target eps={target:g} must lie below the source's eps={from_eps:g}")
-    entries = Ledger.from_dict(source["privacy"]).entries
-    search = Ledger([e for e in entries if e.what != "final run"])
-    if len(search.entries) != len(entries) - 1:
-        raise ValueError("reduce_eps: the source ledger must hold exactly one final run")
+    from_eps, search = _reducible_search(trainer, source, target, how)
     released = source["released"]
     eta, steps, sigma_src = float(released["eta"]), int(released["steps"]), float(released["sigma"])
-    if how == "noise":
-        run_trainer, sigma = trainer, acc.sigma_for_remaining(search, target, steps)
-        q, batch_size = 1.0, None
-    else:
-        sigma = sigma_src
-        q = sample_rate_for_remaining(acc.name, delta, search, target, sigma, steps,
-                                      eps_error=float(acc.describe().get("eps_error") or 0.01))
-        batch_size = None if q >= 1.0 else max(1, math.floor(q * trainer.n_public))
-        run_trainer = trainer.with_batch_size(batch_size)
+    run_trainer, sigma, q, batch_size = _reduced_run(trainer, search, target, how, steps, sigma_src)
     run_acc = run_trainer.accountant
+    delta = trainer.accountant.delta
     outcome = run_trainer.run_trials([eta], [steps], [sigma], [noise.seed(METHOD, "reduce", how, f"{target:.10g}")],
                                      progress=progress, desc=f"final run ({how})")
     eps_alone = run_acc.standalone_eps(sigma, steps)
@@ -362,6 +376,40 @@ def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseSco
         search=search_block,
         notes=[f"Table 14: the eps={from_eps:g} result's final run redone at eps={target:g} by {how}"],
     )
+
+
+def _reducible_search(trainer, source: dict, target: float, how: str) -> tuple[float, Ledger]:
+    """The source's ε and the ledger of its search (every entry but its one final run), once the
+    source, the study and the target are checked to allow a reduction."""
+    if how not in REDUCTIONS:
+        raise ConfigError(f"reduce_eps.how: expected one of {', '.join(REDUCTIONS)}, got {how!r}")
+    if source.get("method") != METHOD:
+        raise ConfigError(f"reduce_eps: the source must be a {METHOD} result, got {source.get('method')!r}")
+    acc = trainer.accountant
+    if (acc.describe().get("sample_rate") or 1.0) < 1.0:
+        raise ConfigError("reduce_eps: the source study must train full batch (training.batch_size: null)")
+    delta = acc.delta
+    from_eps, source_delta = float(source["target"]["eps"]), float(source["target"]["delta"])
+    if source_delta != delta:
+        raise ConfigError(f"reduce_eps: the source result has delta={source_delta:g}, this config {delta:g}")
+    if not target < from_eps:
+        raise ConfigError(f"reduce_eps: the target eps={target:g} must lie below the source's eps={from_eps:g}")
+    entries = Ledger.from_dict(source["privacy"]).entries
+    search = Ledger([e for e in entries if e.what != "final run"])
+    if len(search.entries) != len(entries) - 1:
+        raise ValueError("reduce_eps: the source ledger must hold exactly one final run")
+    return from_eps, search
+
+
+def _reduced_run(trainer, search: Ledger, target: float, how: str, steps: int, sigma_src: float):
+    """(trainer, σ, bisected sample rate q, batch size) of the reduced final run (`reduce_final`'s `how`)."""
+    acc = trainer.accountant
+    if how == "noise":
+        return trainer, acc.sigma_for_remaining(search, target, steps), 1.0, None
+    q = sample_rate_for_remaining(acc.name, acc.delta, search, target, sigma_src, steps,
+                                  eps_error=float(acc.describe().get("eps_error") or 0.01))
+    batch_size = None if q >= 1.0 else max(1, math.floor(q * trainer.n_public))
+    return trainer.with_batch_size(batch_size), sigma_src, q, batch_size
 
 
 def run(

@@ -1,6 +1,7 @@
 """The plan of the linear scaling rule (Panda et al., Algorithms 2-3; docs/methods.md §2), torch-free:
-its settings, the search each target needs and the budget check that runs before any job
-(dphpo.studies.config). Running it is dphpo.hpo.linear_scaling."""
+its settings, the search each target needs, the budget check that runs before any job
+(dphpo.studies.config) and the pure steps of the rule: stage searches, fit and final choice, with the
+safeguards as strategies (`LinearScalingConfig.guards`). Running it is dphpo.hpo.linear_scaling."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dphpo.errors import ConfigError
+from dphpo.hpo.linear_scaling_guards import (
+    AbovePrevious,
+    BeatsNull,
+    Guards,
+    LargestTied,
+    MaxExtrapolation,
+    PolynomialFit,
+    best_score,
+    beyond_grid,
+    every_pick,
+    monotone,
+    origin_fit,
+    unguarded,
+    whole_range,
+    within_grid,
+)
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import DECOMPOSE_POLICIES, R_SAMPLINGS, SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
@@ -190,25 +207,33 @@ class LinearScalingConfig:
         g = self.safeguard
         return g.later_stage_cap if g is not None and g.later_stage_cap is not None else self.later_stage_cap
 
+    @property
+    def guards(self) -> Guards:
+        """The rule's steps as these settings select them (dphpo.hpo.linear_scaling_guards): the paper's,
+        each replaced by its safeguard where `safeguard` names one."""
+        g = self.safeguard or Safeguard()
+        return Guards(
+            stage_range=AbovePrevious(self.stage_cap) if self.later_stage_range == "above_previous" else whole_range,
+            pick=best_score if g.tie_margin is None else LargestTied(g.tie_margin),
+            informative=every_pick if g.informative_margin is None else BeatsNull(g.informative_margin),
+            fit=origin_fit if g.fit == "origin" else PolynomialFit(self.degree),
+            monotone=monotone if self.monotone else unguarded,
+            bound=unguarded if g.max_extrapolation is None else MaxExtrapolation(g.max_extrapolation),
+            final_space=beyond_grid if g.beyond_grid else within_grid,
+        )
+
     def bound_r(self, r: float, picks: Sequence[float]) -> float:
         """The safeguard's bound on the extrapolated r (before the search-space clamp)."""
-        if self.safeguard is None or self.safeguard.max_extrapolation is None:
-            return r
-        return min(r, self.safeguard.max_extrapolation * max(picks))
+        return self.guards.bound(r, picks)
 
     def final_space(self, space: SearchSpace, r: float) -> SearchSpace:
         """The space the final r is clamped to and decomposed in: the search space, or with
         `Safeguard.beyond_grid` and r above r_max, one whose η_max reaches r at the grid's most steps."""
-        if self.safeguard is None or not self.safeguard.beyond_grid or r <= space.r_max:
-            return space
-        return replace(space, eta_max=r / space.steps[-1])
+        return self.guards.final_space(space, r)
 
     def fit(self, xs: Sequence[float], rs: Sequence[float]) -> np.ndarray:
         """Polynomial coefficients (highest power first) of r(x) through the stage picks."""
-        x, r = np.asarray(xs, float), np.asarray(rs, float)
-        if self.safeguard is not None and self.safeguard.fit == "origin":
-            return np.array([float(x @ r / (x @ x)), 0.0])
-        return np.polyfit(x, r, deg=self.degree)
+        return self.guards.fit(xs, rs)
 
     @property
     def tests_informative(self) -> bool:
@@ -218,18 +243,12 @@ class LinearScalingConfig:
     def informative(self, pick_score: float, null_score: float, selection: SelectionRule) -> bool:
         """Whether a stage pick's released score beats the null model's by the margin (in standard
         deviations of the difference of two released scores: 0 for exact, non-private scores)."""
-        if not self.tests_informative:
-            return True
-        return pick_score - null_score > self.safeguard.informative_margin * selection.difference_std
+        return self.guards.informative(pick_score, null_score, selection)
 
     def pick(self, scores: Sequence[float], rs: Sequence[float], selection: SelectionRule) -> int:
         """The stage pick: the best released score, or with `Safeguard.tie_margin` the largest r among the
         trials whose scores the noise cannot tell from the best."""
-        best = int(np.argmax(scores))
-        if self.safeguard is None or self.safeguard.tie_margin is None:
-            return best
-        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.safeguard.tie_margin * selection.difference_std]
-        return max(tied, key=lambda i: rs[i])
+        return self.guards.pick(scores, rs, selection)
 
     @property
     def n_stages(self) -> int:
@@ -243,6 +262,55 @@ class LinearScalingConfig:
 
 def search_key(lsc: LinearScalingConfig, target_eps: float) -> str:
     return "stage_eps=" + ",".join(f"{e:.10g}" for e in lsc.stage_budgets(target_eps))
+
+
+def stage_searches(lsc: LinearScalingConfig, targets: Sequence[float], stage: int) -> dict[str, dict]:
+    """The searches stage `stage` (1-based) runs, by key: targets whose stage budgets coincide share one."""
+    searches: dict[str, dict] = {}
+    for target in targets:
+        key = search_key(lsc, target)
+        searches.setdefault(key, {"key": key, "targets": [], "eps": lsc.stage_budgets(target)[stage - 1]})
+        searches[key]["targets"].append(float(target))
+    return searches
+
+
+def fit_points(lsc: LinearScalingConfig, searches: Sequence[dict], mu_final: float, eps_final: float) -> tuple[list, list, float]:
+    """The stage picks as points (x_k, r_k) of the fit and the final run's x, in ε or μ (`fit_in`)."""
+    xs = [s["eps"] if lsc.fit_in == "eps" else s["mu"] for s in searches]
+    rs = [s["selected_r"] for s in searches]
+    return xs, rs, eps_final if lsc.fit_in == "eps" else mu_final
+
+
+@dataclass(frozen=True)
+class FinalChoice:
+    """The final run's r from the stage picks, each guard's value recorded (Panda et al., Algorithm 3)."""
+
+    coefficients: np.ndarray  # of the fit, highest power first (empty: nothing was fitted)
+    r_extrapolated: float
+    r_guarded: float  # after the monotone guard
+    r_bounded: float  # after the safeguard's bound
+    space: SearchSpace  # the space the final r is clamped to and decomposed in
+    r: float  # clamped to `space`
+    fallback_r_max: bool  # no pick beat the null model: r_max, nothing fitted
+
+
+def choose_final_r(lsc: LinearScalingConfig, space: SearchSpace, xs: Sequence[float], rs: Sequence[float],
+                   informative: Sequence[bool], x_final: float) -> FinalChoice:
+    """Fit the picks that count (all of them without the informative test), extrapolate to `x_final`
+    and apply the guards in order: monotone, the safeguard's bound, the clamp to the final space."""
+    guards = lsc.guards
+    xs_fit = [x for x, keep in zip(xs, informative) if keep]
+    rs_fit = [r for r, keep in zip(rs, informative) if keep]
+    if rs_fit:
+        coeffs = guards.fit(xs_fit, rs_fit)
+        r_extrapolated = float(np.polyval(coeffs, x_final))
+        r_guarded = guards.monotone(r_extrapolated, rs_fit)
+        r_bounded = guards.bound(r_guarded, rs_fit)
+    else:  # no stage learned anything: r grows with ε (the rule's premise) and nothing measured bounds it
+        coeffs = np.zeros(0)
+        r_extrapolated = r_guarded = r_bounded = space.r_max
+    final_space = guards.final_space(space, r_bounded)
+    return FinalChoice(coeffs, r_extrapolated, r_guarded, r_bounded, final_space, final_space.clamp_r(r_bounded), not rs_fit)
 
 
 def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, planner: BudgetPlanner) -> Ledger:

@@ -1,4 +1,5 @@
-"""The non-private reference (ε = ∞): every grid point trained without noise, best on test.
+"""The non-private reference (ε = ∞): every grid point trained without noise, best on test; the grid
+continued upward as far as any private method of the study may go (`ceiling_grid`).
 
 This is the ceiling the private methods are compared against ("gap" in the tables). It reads the
 test set to choose, so it is labelled non-private everywhere it appears.
@@ -16,8 +17,21 @@ from dphpo.train.protocol import PrivateTrainer, best_index
 METHOD = "nonprivate"
 
 
-def run(trainer: PrivateTrainer, space: SearchSpace, progress: bool = True) -> MethodResult:
+def ceiling_grid(space: SearchSpace, eta_factor: float = 1.0) -> list[tuple[float, int]]:
+    """The search space's grid, its η grid continued above η_max at the same log spacing until it reaches
+    `eta_factor` × η_max: a ceiling must try every r a private method of the table may release (the
+    safeguarded rule's final run goes up to max_extrapolation × r_max beyond the grid). The grid's own
+    points stay exactly as they are."""
     grid = space.grid()
+    if eta_factor <= 1.0 or space.eta_num < 2:
+        return grid
+    ratio = (space.eta_max / space.eta_min) ** (1.0 / (space.eta_num - 1))
+    extra = math.ceil(math.log(eta_factor) / math.log(ratio) - 1e-9)
+    return grid + [(float(space.eta_max * ratio**j), int(t)) for j in range(1, extra + 1) for t in space.steps]
+
+
+def run(trainer: PrivateTrainer, space: SearchSpace, progress: bool = True, eta_factor: float = 1.0) -> MethodResult:
+    grid = ceiling_grid(space, eta_factor)
     eta = [e for e, _ in grid]
     steps = [t for _, t in grid]
     outcome = trainer.run_trials(eta, steps, [0.0] * len(grid), [0] * len(grid), progress=progress, desc="non-private grid")

@@ -212,72 +212,77 @@ def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: 
     if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD_CNN}: the PRV accountant's Poisson-subsampled Gaussian assumes add_remove adjacency")
     cc = CnnConfig.from_config(config)
-    delta = accountant.delta
     x_train = images_from_features(features.x_train.cpu(), features.attrs)
     x_test = images_from_features(features.x_test.cpu(), features.attrs)
-    y_train, y_test = features.y_train.cpu(), features.y_test.cpu()
+    data = (x_train, features.y_train.cpu(), x_test, features.y_test.cpu())
     q, steps = cc.schedule(trainer.n_public)
     # each (g, q) pair of a step is one Poisson-subsampled Gaussian: the PRV accountant of such runs
-    run_accountant = make_accountant("prv", delta, sample_rate=q, eps_error=cc.eps_error)
-    results = []
-    for target in targets:
-        nu = run_accountant.sigma_for_eps(target, steps)
-        with torch.random.fork_rng(devices=[]):
-            model, trace = train_cnn_oso(
-                x_train,
-                y_train,
-                features.num_classes,
-                sample_rate=q,
-                steps=steps,
-                nu=nu,
-                eta0=cc.eta0,
-                rule=cc.rule,
-                momentum=cc.momentum,
-                channels=cc.channels,
-                seed=noise.seed(METHOD_CNN, f"{target:.10g}"),
-                n_public=trainer.n_public,
-                progress=progress,
-            )
-        ledger = Ledger(
-            [run_accountant.entry("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", nu, steps,
-                                  {"nu_g": trace["nu_g"], "nu_q": trace["nu_q"]})]
+    run_accountant = make_accountant("prv", accountant.delta, sample_rate=q, eps_error=cc.eps_error)
+    return [_run_cnn_target(trainer, cc, data, run_accountant, q, steps, target, noise, progress) for target in targets]
+
+
+def _run_cnn_target(trainer: PrivateTrainer, cc: CnnConfig, data: tuple, run_accountant, q: float, steps: int,
+                    target: float, noise: NoiseScope, progress: bool) -> MethodResult:
+    """One OSO-DPSGD run of the CNN at `target`: ν calibrated so the run's PRV bound meets it."""
+    x_train, y_train, x_test, y_test = data
+    nu = run_accountant.sigma_for_eps(target, steps)
+    with torch.random.fork_rng(devices=[]):
+        model, trace = train_cnn_oso(
+            x_train,
+            y_train,
+            trainer.features.num_classes,
+            sample_rate=q,
+            steps=steps,
+            nu=nu,
+            eta0=cc.eta0,
+            rule=cc.rule,
+            momentum=cc.momentum,
+            channels=cc.channels,
+            seed=noise.seed(METHOD_CNN, f"{target:.10g}"),
+            n_public=trainer.n_public,
+            progress=progress,
         )
-        results.append(
-            MethodResult(
-                method=METHOD_CNN,
-                target_eps=float(target),
-                delta=delta,
-                weights=flat_parameters(model),
-                test_accuracy=accuracy(model, x_test, y_test),
-                train_accuracy=accuracy(model, x_train, y_train),
-                released={
-                    "model": "SmallCNN",
-                    "channels": list(cc.channels),
-                    "eta0": cc.eta0,
-                    "steps": steps,
-                    "sample_rate": q,
-                    "expected_batch": q * trainer.n_public,
-                    "nu": nu,
-                }
-                | trace,
-                ledger=ledger,
-                selection={"rule": "none", "private": True, "label": "single run, nothing selected (OSO adapts C and lr online)"},
-                trials=[],
-                search={
-                    "definition": "one OSO-DPSGD run per target; C_t and lr_t adapted online, rho_0 from the config",
-                    "epochs": cc.epochs,
-                    "batch_size": cc.batch_size,
-                    "momentum": cc.momentum,
-                    "clip_init": cc.rule.clip_init,
-                    "rho_c": cc.rule.rho_c,
-                    "rho_r": cc.rule.rho_r,
-                    "nu_q_ratio": cc.rule.nu_q_ratio,
-                    "accountant": "prv_accountant upper bound",
-                },
-                notes=["small CNN on raw pixels: not the linear-head features of the other methods"],
-            )
-        )
-    return results
+    ledger = Ledger(
+        [run_accountant.entry("OSO-DPSGD run (CNN, Poisson minibatches): (g, q) pair = one subsampled Gaussian per step", nu, steps,
+                              {"nu_g": trace["nu_g"], "nu_q": trace["nu_q"]})]
+    )
+    return MethodResult(
+        method=METHOD_CNN,
+        target_eps=float(target),
+        delta=trainer.accountant.delta,
+        weights=flat_parameters(model),
+        test_accuracy=accuracy(model, x_test, y_test),
+        train_accuracy=accuracy(model, x_train, y_train),
+        released={
+            "model": "SmallCNN",
+            "channels": list(cc.channels),
+            "eta0": cc.eta0,
+            "steps": steps,
+            "sample_rate": q,
+            "expected_batch": q * trainer.n_public,
+            "nu": nu,
+        }
+        | trace,
+        ledger=ledger,
+        selection={"rule": "none", "private": True, "label": "single run, nothing selected (OSO adapts C and lr online)"},
+        trials=[],
+        search=_cnn_search(cc),
+        notes=["small CNN on raw pixels: not the linear-head features of the other methods"],
+    )
+
+
+def _cnn_search(cc: CnnConfig) -> dict:
+    return {
+        "definition": "one OSO-DPSGD run per target; C_t and lr_t adapted online, rho_0 from the config",
+        "epochs": cc.epochs,
+        "batch_size": cc.batch_size,
+        "momentum": cc.momentum,
+        "clip_init": cc.rule.clip_init,
+        "rho_c": cc.rule.rho_c,
+        "rho_r": cc.rule.rho_r,
+        "nu_q_ratio": cc.rule.nu_q_ratio,
+        "accountant": "prv_accountant upper bound",
+    }
 
 
 def check_cnn(config: dict) -> None:

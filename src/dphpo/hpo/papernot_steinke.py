@@ -35,6 +35,7 @@ from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo.candidates import baselines_section, candidate_sampling, context, draw_candidates
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.tuning import CappedTrialsLedger, calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
 from dphpo.train.protocol import PrivateTrainer
@@ -251,70 +252,19 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     accountant, space, selection, targets = context(config, trainer)
     psc = PSConfig.from_config(config)
     delta = accountant.delta
-    plans, eta, steps, sigma, seeds = [], [], [], [], []
-    for target in targets:
-        p = plan(psc, selection, target, delta)
-        cands, k_info = draw_trials(psc, space, noise, target, METHOD)
-        trials = []
-        for i, (e, t) in enumerate(cands):
-            trial = {
-                "eta": e,
-                "steps": t,
-                "r": e * t,
-                "sigma": accountant.sigma_for_mu(p["mu_train"], t),
-                "mu": p["mu_train"],
-            }
-            trials.append(trial)
-            eta.append(e)
-            steps.append(t)
-            sigma.append(trial["sigma"])
-            seeds.append(noise.seed(METHOD, f"{target:.10g}", i))
-        plans.append((float(target), p, k_info, trials))
-    outcome = trainer.run_trials(eta, steps, sigma, seeds, progress=progress, desc=METHOD)
+    queue = TrialQueue()
+    plans = [_plan_target(psc, selection, accountant, space, noise, target, queue) for target in targets]
+    outcome = queue.run(trainer, progress=progress, desc=METHOD)
 
     results, offset = [], 0
     for target, p, k_info, trials in plans:
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
-        d = psc.k_dist
-        entry = ps_ledger_entry(
-            p["mu_base"],
-            d.distribution,
-            d.mean_trials,
-            d.eta,
-            poisson_delta=psc.poisson_delta,
-            # K is secret (the theorem's randomness): in the entry's details, which only the internal log keeps
-            what="Papernot-Steinke tuning: best of K random trials (train + noisy score each)",
-            mu_train=p["mu_train"],
-            mu_score=p["mu_score"],
-            K=k_info["K"],
-            capped=k_info["capped"],
-        )
-        ledger = CappedTrialsLedger([entry], p["truncation"])
-        notes = []
+        ledger = _tuning_ledger(psc, p, k_info)
         if trials:
-            for i, trial in enumerate(trials):
-                trial.update(trial_metrics(trainer, outcome, idx[i]))
-            scores = noisy_scores(
-                selection, outcome.train_score_sums[idx], outcome.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
-            )
-            for trial, score in zip(trials, scores):
-                trial["score"] = float(score)
-            best = int(np.argmax(scores))
-            chosen = trials[best]
-            model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
-            # the best trial's output only: not its index (K >= index + 1 would reveal the secret K)
-            released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {
-                "score": chosen["score"],
-                "noisy_train_accuracy": chosen["score"] / trainer.n_public,
-            }
-        else:  # Poisson K = 0: the mechanism outputs ⊥ — reported as the untrained model (zero steps)
-            best = None
-            untrained = trainer.run_trials([0.0], [0], [1.0], [0], progress=False, desc=f"{METHOD} (K = 0)")
-            model = released_model(trainer, untrained, 0) | result_metrics(trainer, untrained, 0)
-            released = {"output": "none (K = 0)"}
-            notes.append("K = 0 was drawn: nothing is released; the reported model is the untrained one (zero head: predicts class 0)")
-        internal = secret_count_fields(k_info, best, psc.max_trials)
+            best, model, released, notes = _release_best(trainer, selection, outcome, idx, trials, noise, target)
+        else:
+            best, model, released, notes = _release_nothing(trainer)
         results.append(
             MethodResult(
                 method=METHOD,
@@ -330,10 +280,77 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 | {"mu_base": p["mu_base"], "mu_train": p["mu_train"], "mu_score": p["mu_score"], "retrained": False},
                 notes=notes,
                 trials_released="selected",
-                internal=internal,
+                internal=secret_count_fields(k_info, best, psc.max_trials),
             )
         )
     return results
+
+
+def _plan_target(psc: PSConfig, selection: SelectionRule, accountant, space, noise: NoiseScope, target: float,
+                 queue: TrialQueue) -> tuple[float, dict, dict, list[dict]]:
+    """(target, its plan, K, the trial records): K random trials at μ_train, queued for the batch."""
+    p = plan(psc, selection, target, accountant.delta)
+    cands, k_info = draw_trials(psc, space, noise, target, METHOD)
+    trials = []
+    for i, (e, t) in enumerate(cands):
+        trial = {
+            "eta": e,
+            "steps": t,
+            "r": e * t,
+            "sigma": accountant.sigma_for_mu(p["mu_train"], t),
+            "mu": p["mu_train"],
+        }
+        trials.append(trial)
+        queue.add(e, t, trial["sigma"], noise.seed(METHOD, f"{target:.10g}", i))
+    return float(target), p, k_info, trials
+
+
+def _tuning_ledger(psc: PSConfig, p: dict, k_info: dict) -> CappedTrialsLedger:
+    """The tuned mechanism's one RDP entry (P&S Thm. 2/6), capped K accounted by δ_cap."""
+    d = psc.k_dist
+    entry = ps_ledger_entry(
+        p["mu_base"],
+        d.distribution,
+        d.mean_trials,
+        d.eta,
+        poisson_delta=psc.poisson_delta,
+        # K is secret (the theorem's randomness): in the entry's details, which only the internal log keeps
+        what="Papernot-Steinke tuning: best of K random trials (train + noisy score each)",
+        mu_train=p["mu_train"],
+        mu_score=p["mu_score"],
+        K=k_info["K"],
+        capped=k_info["capped"],
+    )
+    return CappedTrialsLedger([entry], p["truncation"])
+
+
+def _release_best(trainer: PrivateTrainer, selection: SelectionRule, outcome, idx: np.ndarray, trials: list[dict],
+                  noise: NoiseScope, target: float) -> tuple[int, dict, dict, list[str]]:
+    """(best trial, its model fields, what is released, notes): the trial with the best noisy score."""
+    for i, trial in enumerate(trials):
+        trial.update(trial_metrics(trainer, outcome, idx[i]))
+    scores = noisy_scores(
+        selection, outcome.train_score_sums[idx], outcome.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
+    )
+    for trial, score in zip(trials, scores):
+        trial["score"] = float(score)
+    best = int(np.argmax(scores))
+    chosen = trials[best]
+    model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
+    # the best trial's output only: not its index (K >= index + 1 would reveal the secret K)
+    released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {
+        "score": chosen["score"],
+        "noisy_train_accuracy": chosen["score"] / trainer.n_public,
+    }
+    return best, model, released, []
+
+
+def _release_nothing(trainer: PrivateTrainer) -> tuple[None, dict, dict, list[str]]:
+    """Poisson K = 0: the mechanism outputs ⊥, reported as the untrained model (zero steps)."""
+    untrained = trainer.run_trials([0.0], [0], [1.0], [0], progress=False, desc=f"{METHOD} (K = 0)")
+    model = released_model(trainer, untrained, 0) | result_metrics(trainer, untrained, 0)
+    notes = ["K = 0 was drawn: nothing is released; the reported model is the untrained one (zero head: predicts class 0)"]
+    return None, model, {"output": "none (K = 0)"}, notes
 
 
 def check(config: dict) -> None:

@@ -5,7 +5,9 @@
 returns one result per target ε of config["privacy"]["target_eps"] (in that order); each result's
 ledger covers every trial, score release and final run the method made for that target. The trainer
 is any `dphpo.train.protocol.PrivateTrainer` (the workflow builds `LinearHeadTrainer.from_config`
-over a feature cache); methods that need a particular trainer kind refuse others with a ConfigError.
+over a feature cache). SUPPORTED is the gate: `dphpo.studies.validate.validate_config` refuses, before
+any job and naming the config key, a configured method on a trainer kind or an accountant it does not
+list (`check_supported`); the language studies' methods are `methods_for` their trainers.
 Adding a method is one module with a `run` (and a `check` that refuses an infeasible plan before any
 job runs) plus one line here and one in SUPPORTED (the trainers and accountants it accepts:
 `check_supported`, `methods_for`); the workflow's generic `run_method` rule picks it up by name.
@@ -59,9 +61,11 @@ METHODS: dict[str, MethodFn] = {
     "mehta": _Lazy(_HPO + "mehta", "run", "check"),
 }
 
-#: Trainer kinds (`dphpo.train`): the batched linear head over cached features, a small CNN on raw
-#: pixels, full fine-tuning (DP-SGD/Adam) and zeroth-order fine-tuning (DP-ZO) of a language model.
-TRAINERS: tuple[str, ...] = ("linear_head", "cnn", "finetune", "dpzo")
+#: Trainer kinds (`dphpo.train`), the one list of them: the batched linear head over cached features,
+#: full fine-tuning (DP-SGD/Adam) and zeroth-order fine-tuning (DP-ZO) of a language model.
+#: `dphpo.studies.trainers.TRAINERS` builds each (tests/test_registries.py: the same kinds), and
+#: `dphpo.studies.config` says which half of the workflow runs which.
+TRAINERS: tuple[str, ...] = ("linear_head", "finetune", "dpzo")
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,9 @@ _ANY = ACCOUNTANTS
 #: Beside each method of METHODS: the trainers it runs on and the accountants it plans with. Methods
 #: that compose several runs plan them as exactly μ-GDP (full-batch linear head, "gdp"); methods of
 #: single full-budget runs calibrate them with any accountant, so the PRV-accounted fine-tuning
-#: trainers run them too. oso_dpsgd_cnn accounts its Poisson-minibatch CNN runs by PRV itself.
+#: trainers run them too. oso_dpsgd_cnn runs on a linear-head trainer too (over a raw-pixel feature
+#: cache, which it reads back as images to train its own small CNN) and accounts its Poisson-minibatch
+#: CNN runs by PRV itself; its config must still be the exact-GDP one of every baseline.
 SUPPORTED: dict[str, Supports] = {
     "linear_scaling": Supports(("linear_head", "finetune", "dpzo"), _ANY),
     "linear_scaling_safeguarded": Supports(("finetune", "dpzo"), _ANY),
@@ -87,7 +93,7 @@ SUPPORTED: dict[str, Supports] = {
     "papernot_steinke": Supports(("linear_head",), ("gdp",)),
     "koskela": Supports(("linear_head",), ("gdp",)),
     "oso_dpsgd": Supports(("linear_head",), ("gdp",)),
-    "oso_dpsgd_cnn": Supports(("cnn",), ("gdp",)),
+    "oso_dpsgd_cnn": Supports(("linear_head",), ("gdp",)),
     "mehta": Supports(("linear_head",), ("gdp",)),
 }
 
@@ -97,7 +103,8 @@ SUPPORTED: dict[str, Supports] = {
 #: `baselines` it declares here, and only those (dotted paths). The workflow hands a method nothing
 #: else (`dphpo.studies.config.method_config`) and hashes exactly this (its settings hash and noise
 #: label), so a change to a sibling method's section reruns none of its jobs. `nonprivate`: the
-#: non-private reference (dphpo.hpo.nonprivate), which reads only the shared settings.
+#: non-private reference (dphpo.hpo.nonprivate), which reads the shared settings and how far the rule
+#: variants may reach beyond the grid (`studies.config.ceiling_eta_factor`, hashed with its settings).
 READS: dict[str, tuple[str, ...]] = {
     "linear_scaling": ("linear_scaling",),
     "linear_scaling_safeguarded": ("linear_scaling",),

@@ -31,6 +31,7 @@ from dphpo.report.tables import (
     method_id,
     pct,
     private_design_keys,
+    rerr,
     selection_noise_notes,
 )
 
@@ -87,13 +88,6 @@ CSV_COLUMNS = [
 ]
 
 
-def rerr(method_acc: float, random_acc: float | None, oracle_acc: float | None) -> float | None:
-    """(method − random)/(oracle − random) (Panda et al. Table 3); None when undefined (no oracle gap)."""
-    if random_acc is None or oracle_acc is None or math.isclose(oracle_acc, random_acc, abs_tol=1e-12):
-        return None
-    return (method_acc - random_acc) / (oracle_acc - random_acc)
-
-
 def method_label(method: str) -> str:
     """The display name of a method id; a variant not in LABELS is named after its base method."""
     base, _, variant = method.partition(":")
@@ -111,7 +105,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
     for r in results:
         prov = r["provenance"]
         groups[(prov["dataset"], prov["extractor"], as_float(r["target"]["eps"]), method_id(r))].append(r)
-    means = {key: mean_std([r["test_accuracy"] for r in runs])[0] for key, runs in groups.items()}
+    stats = {key: (*mean_std([r["test_accuracy"] for r in runs]), len(runs)) for key, runs in groups.items()}
     rows = []
     for (dataset, extractor, target, method), runs in sorted(groups.items(), key=lambda kv: (*kv[0][:3], _method_order(kv[0][3]))):
         mean, std = mean_std([r["test_accuracy"] for r in runs])
@@ -120,7 +114,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
         total = max(totals) if private_hpo else math.inf
         value = None
         if method not in (RANDOM, ORACLE) and private_hpo:
-            value = rerr(mean, means.get((dataset, extractor, target, RANDOM)), means.get((dataset, extractor, target, ORACLE)))
+            value = rerr(mean, stats.get((dataset, extractor, target, RANDOM)), stats.get((dataset, extractor, target, ORACLE)))
         accountant = runs[0]["privacy"]["total"].get("accountant", "")
         rows.append(
             {
@@ -159,7 +153,8 @@ NOTES = [
     "the CNN with prv-accountant's upper bound, the rest in Gaussian DP.",
     "grid search ORACLE: every grid point trained at the full budget and the best chosen on TEST data; the search is not "
     "accounted (non-private HPO, total ε = ∞), exactly the paper's oracle. Its released run alone costs the target.",
-    "RERR = (method − random search)/(oracle − random search), as in Panda et al. Table 3 (there for the linear scaling rule).",
+    "RERR = (method − random search)/(oracle − random search), as in Panda et al. Table 3 (there for the linear scaling rule); "
+    "'–' where the denominator is within noise (under 2 standard errors of the two means over seeds, or half a point).",
     "Koskela-Kulkarni is a reconstruction (docs/methods.md §4): P&S tuning on a Poisson subsample, hyperparameter transfer, final run.",
     "OSO-DPSGD (small CNN) trains on raw pixels of its own (opt-in) studies, not on the linear-head features.",
 ]

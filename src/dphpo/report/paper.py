@@ -12,7 +12,6 @@ own setting (same dataset and extractor name as in config/paper.yaml); it is a r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from dphpo.report.plan import (
     evaluation_path,
 )
 from dphpo.report.published import SEED000, TABLE12, TABLE12_QUOTED, TABLE16_PRIOR
-from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std, pct, read_record, selection_label
+from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std, pct, read_record, rerr, selection_label
 
 TABLE_TITLES = {
     "table2": "Table 2: CIFAR10-style comparison with and without public data (Koskela, Papernot–Steinke, random, grid, ours)",
@@ -158,9 +157,8 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
     for rp in plan.rows:
         r, o, s = (summarize(res.many(rp.sources[k])) for k in ("random", "oracle", "ours"))
         oracles.append(o)
-        rerr = None
-        if r and o and s and not math.isclose(o.mean, r.mean):
-            rerr = round(100.0 * (s.mean - r.mean) / (o.mean - r.mean), 2)
+        value = rerr(s.mean, (r.mean, r.std, r.n), (o.mean, o.std, o.n)) if r and o and s else None
+        reduction = None if value is None else round(100.0 * value, 2)
         language = rp.key.get("_language")
         ref = SEED000["table3"].get(("language", rp.key.get("_paper_ref")) if language else (rp.key["dataset"], rp.key["extractor"]))
         rows.append(
@@ -173,7 +171,7 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "random search (%)": r.acc if r else None,
                 "oracle (%)": o.acc if o else None,
                 "ours (%)": s.acc if s else None,
-                "RERR (%)": rerr,
+                "RERR (%)": reduction,
                 "selection (ours)": s.selection if s else None,
                 "seeds": s.n if s else None,
                 "Panda et al. R / O / ours / RERR": " / ".join(f"{v:g}" for v in ref) if ref else None,
@@ -362,53 +360,10 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
     rows = []
     base_hours = None
     for rp in plan.rows:
-        m = rp.key["_method"]
-        s = summarize(res.many(rp.sources["run"]))
-        bench = rp.sources.get("bench")
-        if not (s and bench and bench.ok):
-            rows.append({**rp.key, "target ε": p.eps})
-            continue
-        per_seed = len(bench.files) // max(1, len(p.seeds))
-        seconds = [read_benchmark(f).get("s", float("nan")) for f in bench.files]
-        by_seed = [seconds[i * per_seed : (i + 1) * per_seed] for i in range(len(p.seeds))]
-        device_h = float(np.mean([sum(x) for x in by_seed])) / 3600.0
-        # The jobs of one seed form a chain (linear scaling: stage k needs stage k−1, the final job
-        # every stage; a baseline is a single job), so the critical path is their sum as well.
-        wall_h = device_h
-        # Papernot–Steinke and Koskela release the best trial only: how many they trained (K) is secret,
-        # so the table shows the planned E[K] and no trial-steps (the internal log has the real counts)
-        runs = [
-            len(r.get("trials", [])) + (1 if m == LS else 0)
-            if r.get("trials_released", "all") == "all"
-            else float(r["search"].get("mean_trials", float("nan")))
-            for r in s.results
-        ]
-        steps = [
-            sum(int(t.get("steps", 0)) for t in r.get("trials", [])) + (int(r["released"].get("steps", 0)) if m == LS else 0)
-            if r.get("trials_released", "all") == "all"
-            else float("nan")
-            for r in s.results
-        ]
-        rounds = p.n_stages(DEFAULT) + 1 if m == LS else 1
-        if m == "random_search":
+        row, device_h = _table11_row(p, rp, res)
+        rows.append(row)
+        if device_h is not None and rp.key["_method"] == "random_search":
             base_hours = device_h
-        ref = SEED000["table11"].get(m)
-        rows.append(
-            {
-                **rp.key,
-                "target ε": p.eps,
-                "jobs per seed": per_seed,
-                "trained runs per target": round(float(np.mean(runs)), 2),
-                "sequential rounds": rounds,
-                "trial-steps per target": None if np.isnan(np.mean(steps)) else int(np.mean(steps)),
-                "device hours per seed": round(device_h, 5),
-                "wall-clock hours per seed (critical path)": round(wall_h, 5),
-                "total ε (incl. search)": s.total_eps,
-                "HPO cost": s.hpo,
-                "selection": s.selection,
-                "Panda et al. GPU h / wall h": f"{ref[0]} / {ref[1]}" if ref else None,
-            }
-        )
     for row in rows:
         if base_hours and row.get("device hours per seed") is not None:
             row["relative to random search"] = round(row["device hours per seed"] / base_hours, 2)
@@ -426,6 +381,59 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
         "setting) its wall-clock would be that of its longest single point.",
     ]
     return Table(cols, rows, caption, notes)
+
+
+def _table11_row(p: Paper, rp, res: Results) -> tuple[dict, float | None]:
+    """One method's row of Table 11 and its device hours per seed (None: no results or benchmarks yet)."""
+    m = rp.key["_method"]
+    s = summarize(res.many(rp.sources["run"]))
+    bench = rp.sources.get("bench")
+    if not (s and bench and bench.ok):
+        return {**rp.key, "target ε": p.eps}, None
+    per_seed = len(bench.files) // max(1, len(p.seeds))
+    seconds = [read_benchmark(f).get("s", float("nan")) for f in bench.files]
+    by_seed = [seconds[i * per_seed : (i + 1) * per_seed] for i in range(len(p.seeds))]
+    device_h = float(np.mean([sum(x) for x in by_seed])) / 3600.0
+    # The jobs of one seed form a chain (linear scaling: stage k needs stage k−1, the final job
+    # every stage; a baseline is a single job), so the critical path is their sum as well.
+    wall_h = device_h
+    runs, steps = _trained_per_target(s.results, final_run=m == LS)
+    ref = SEED000["table11"].get(m)
+    row = {
+        **rp.key,
+        "target ε": p.eps,
+        "jobs per seed": per_seed,
+        "trained runs per target": round(float(np.mean(runs)), 2),
+        "sequential rounds": p.n_stages(DEFAULT) + 1 if m == LS else 1,
+        "trial-steps per target": None if np.isnan(np.mean(steps)) else int(np.mean(steps)),
+        "device hours per seed": round(device_h, 5),
+        "wall-clock hours per seed (critical path)": round(wall_h, 5),
+        "total ε (incl. search)": s.total_eps,
+        "HPO cost": s.hpo,
+        "selection": s.selection,
+        "Panda et al. GPU h / wall h": f"{ref[0]} / {ref[1]}" if ref else None,
+    }
+    return row, device_h
+
+
+def _trained_per_target(results: Sequence[dict], final_run: bool) -> tuple[list[float], list[float]]:
+    """Per result: the runs it trained (its trials, plus the final run of the linear scaling rule) and
+    their steps. Papernot–Steinke and Koskela release the best trial only: how many they trained (K) is
+    secret, so a result of theirs counts the planned E[K] and no trial-steps (the internal log has the
+    real counts)."""
+    runs = [
+        len(r.get("trials", [])) + (1 if final_run else 0)
+        if r.get("trials_released", "all") == "all"
+        else float(r["search"].get("mean_trials", float("nan")))
+        for r in results
+    ]
+    steps = [
+        sum(int(t.get("steps", 0)) for t in r.get("trials", [])) + (int(r["released"].get("steps", 0)) if final_run else 0)
+        if r.get("trials_released", "all") == "all"
+        else float("nan")
+        for r in results
+    ]
+    return runs, steps
 
 
 def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:

@@ -211,6 +211,24 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
     return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
 
 
+#: RERR's denominator (oracle − random search) must exceed this many standard errors of the difference
+#: of the two means over seeds, and half a point of accuracy: below either, the ratio divides by noise
+#: (a tie printed as −3,100 %), so the tables show "–".
+RERR_MIN_SE, RERR_MIN_GAP = 2.0, 0.005
+
+
+def rerr(method_mean: float, random: tuple[float, float, int] | None, oracle: tuple[float, float, int] | None) -> float | None:
+    """(method − random)/(oracle − random) on means over seeds (Panda et al. Table 3); `random` and `oracle`
+    are (mean, std, seeds). None ("–") when either is missing or the denominator is within noise."""
+    if random is None or oracle is None:
+        return None
+    gap = oracle[0] - random[0]
+    se = math.sqrt(oracle[1] ** 2 / oracle[2] + random[1] ** 2 / random[2])
+    if abs(gap) < max(RERR_MIN_SE * se, RERR_MIN_GAP):
+        return None
+    return (method_mean - random[0]) / gap
+
+
 def pct(mean: float, std: float) -> str:
     return f"{100 * mean:.2f} ± {100 * std:.2f}"
 
@@ -388,7 +406,7 @@ def selection_noise_notes(results: Iterable[dict]) -> list[str]:
     found: dict[tuple[str, str], tuple[float, int]] = {}
     for r in results:
         sel, cache = r.get("selection") or {}, (r.get("provenance") or {}).get("feature_cache") or {}
-        std, n = sel.get("noise_std"), cache.get("n_public_train")
+        std, n = sel.get("noise_std"), cache.get("public_n_train")
         if sel.get("rule") == "noisy_train_accuracy" and std and n:
             prov = r.get("provenance") or {}
             found[(prov.get("dataset", "?"), prov.get("extractor", "?"))] = (float(std), int(n))
@@ -397,4 +415,35 @@ def selection_noise_notes(results: Iterable[dict]) -> list[str]:
         f"blurs each released accuracy by ±{100 * std / n:.0f} points (one std): stage picks are close to random"
         for (d, e), (std, n) in sorted(found.items())
         if std > SELECTION_NOISE_SHARE * n
+    ]
+
+
+#: A stage ranks r only if its released scores differ by more than this many standard deviations of the
+#: difference of two released scores (σ√2, σ = selection.noise_std).
+STAGE_SIGNAL_SDS = 2.0
+
+
+def stage_signal_notes(results: Iterable[dict]) -> list[str]:
+    """A warning per study and rule where some stage's released scores (noisy counts, in the release) all
+    lie within STAGE_SIGNAL_SDS standard deviations of a difference of each other: that stage's pick, and
+    the line through it, follow the noise, not r. Post-processing of released values only."""
+    found: dict[tuple[str, str, str], list[int]] = {}
+    for r in results:
+        std = (r.get("selection") or {}).get("noise_std")
+        stages: dict[int, list[float]] = {}
+        for t in r.get("trials") or []:
+            if t.get("stage") is not None and t.get("score") is not None:
+                stages.setdefault(int(t["stage"]), []).append(float(t["score"]))
+        if not std or not stages:
+            continue
+        prov = r.get("provenance") or {}
+        key = (prov.get("dataset", "?"), prov.get("extractor", "?"), prov.get("variant", "default"))
+        flat = any(max(s) - min(s) < STAGE_SIGNAL_SDS * math.sqrt(2) * float(std) for s in stages.values() if len(s) > 1)
+        found.setdefault(key, []).append(int(flat))
+    return [
+        f"WARNING: {d} × {e} [{v}]: in {sum(flags)} of {len(flags)} runs a stage's released scores differ by less than "
+        f"{STAGE_SIGNAL_SDS:g} noise standard deviations of a difference: that stage picked on noise, not r (too few "
+        "training records for this ε and selection.noise_std); compare with random search"
+        for (d, e, v), flags in sorted(found.items())
+        if sum(flags)
     ]

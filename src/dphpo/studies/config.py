@@ -44,12 +44,19 @@ DEFAULT_VARIANT = "default"
 # Top-level keys every variant shares with the base config (results/features/... has no variant).
 VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretraining", "data_dir", "variants")
 
-# The trainer kinds (dphpo.studies.trainers.TRAINERS) each half accepts, the first one its default
-# when a study names none: vision `studies[].trainer`, language `language.studies[].trainer`.
-VISION_TRAINERS = ("linear_head",)
-LANGUAGE_TRAINERS = ("finetune", "dpzo")
+# The trainer kinds (dphpo.hpo.registry.TRAINERS, built by dphpo.studies.trainers.TRAINERS) each half
+# accepts, the first one its default when a study names none: vision `studies[].trainer` (the linear
+# head), language `language.studies[].trainer` (every other kind).
+VISION_TRAINERS: tuple[str, ...] = ("linear_head",)
+LANGUAGE_TRAINERS: tuple[str, ...] = tuple(t for t in registry.TRAINERS if t not in VISION_TRAINERS)
 LANGUAGE_TASKS = ("classification", "causal_lm", "question_answering")
-LANGUAGE_METHODS = ("linear_scaling", "linear_scaling_safeguarded", "random_search", "grid_oracle")  # the methods a language study may run
+#: The accountant of every language run (Poisson-subsampled DP-SGD / DP-ZO steps): `language_config`
+#: sets privacy.accountant to it whatever the base config says.
+LANGUAGE_ACCOUNTANT = "prv"
+#: The methods a language study may run: those SUPPORTED on a language trainer with its accountant.
+LANGUAGE_METHODS: tuple[str, ...] = tuple(
+    m for m in registry.METHODS if any(m in registry.methods_for(t, LANGUAGE_ACCOUNTANT) for t in LANGUAGE_TRAINERS)
+)
 
 
 def deep_merge(base: dict, overrides: dict) -> dict:
@@ -137,10 +144,23 @@ def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
     settings["test_split"] = test_split(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
+    if method == "nonprivate":  # the ceiling searches as far as the rule variants may go
+        settings["eta_ceiling_factor"] = ceiling_eta_factor(cfg)
     ls = settings.get("linear_scaling") or {}
     if ls.get("safeguard") is True:  # `true` stands for the recommended guards: hash what they are
         settings["linear_scaling"] = ls | {"safeguard": RECOMMENDED_SAFEGUARD.to_dict()}
     return settings
+
+
+def ceiling_eta_factor(config: dict) -> float:
+    """How far above search_space.eta.max the non-private reference must search to stay a ceiling: the
+    largest `max_extrapolation` of a rule variant whose final run may leave the grid (`beyond_grid`), else 1."""
+    factors = [1.0]
+    for variant in rule_variants(config):
+        guards = linear_scaling_config(variant_config(config, variant)).safeguard
+        if guards is not None and guards.beyond_grid and guards.max_extrapolation:
+            factors.append(float(guards.max_extrapolation))
+    return max(factors)
 
 
 def test_split(config: dict, dataset: str) -> str:
@@ -489,7 +509,7 @@ def language_config(config: dict, spec: dict, n_train: int | None = None) -> dic
     resolved at the public size `n_train` when given."""
     merged = deep_merge({k: v for k, v in config.items() if k not in ("variants", "language")}, spec.get("overrides") or {})
     merged["privacy"] = dict(merged["privacy"])
-    merged["privacy"]["accountant"] = "prv"
+    merged["privacy"]["accountant"] = LANGUAGE_ACCOUNTANT
     where = f"language.studies.{spec['name']}.overrides.privacy.delta"
     delta = merged["privacy"].get("delta", 1e-5)
     merged["privacy"]["delta"] = resolve_delta(delta, n_train, where) if n_train is not None else delta

@@ -45,7 +45,7 @@ class TrainerKind:
     provenance_key: str | None = None
 
 
-# Where each trainer kind's settings class lives (dphpo.studies.trainers.TRAINERS builds the trainer):
+# Where each trainer kind (dphpo.hpo.registry.TRAINERS) has its settings class (TRAINERS below builds the trainer):
 # vision settings are read off the whole config (`training`, `privacy`), language ones off the study's `training`.
 TRAINER_SETTINGS = {
     "linear_head": ("dphpo.train.linear_head", "TrainSettings"),
@@ -60,7 +60,13 @@ def trainer_settings(config: dict, study: dict | None = None):
     study = study or {}
     module, name = TRAINER_SETTINGS[study_config.trainer_kind(study)]
     cls = getattr(importlib.import_module(module), name)
-    return cls.from_config(study.get("training") if study_config.is_language(study) else config)
+    if not study_config.is_language(study):
+        return cls.from_config(config)
+    section = dict(study.get("training") or {})
+    device = (config.get("training") or {}).get("device")
+    if device is not None and "device" not in section:  # the top-level training.device, unless the study sets its own
+        section["device"] = device
+    return cls.from_config(section)
 
 
 def load_features(config: dict, path: str | Path, dataset: str, extractor: str):
@@ -80,7 +86,7 @@ def _linear_head(config: dict, study: dict, inputs: str | Path) -> tuple[Any, di
 
 def run_accountant(sample_rate: float, delta: float, eps_error: float = 0.01):
     """PRV accountant of one language run: T compositions of the Poisson-subsampled Gaussian (q, σ)."""
-    return make_accountant("prv", delta, sample_rate=sample_rate, eps_error=eps_error)
+    return make_accountant(study_config.LANGUAGE_ACCOUNTANT, delta, sample_rate=sample_rate, eps_error=eps_error)
 
 
 def hub_published_size(spec: dict) -> int:
@@ -129,6 +135,8 @@ def _language(trainer_class: str) -> Callable[[dict, dict, Any], tuple[Any, dict
 
 LANGUAGE_PACKAGES = ("transformers", "tokenizers", "peft")
 
+#: How to build each trainer kind of dphpo.hpo.registry.TRAINERS, the one list of them (and of which
+#: trainers each method accepts, SUPPORTED): the same kinds (tests/test_registries.py).
 TRAINERS: dict[str, TrainerKind] = {
     "linear_head": TrainerKind(_linear_head),
     "finetune": TrainerKind(_language("dphpo.train.finetune:FinetuneTrainer"), LANGUAGE_PACKAGES, "trainer"),

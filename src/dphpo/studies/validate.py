@@ -22,7 +22,7 @@ from dphpo.privacy.randomness import key_from_config
 from dphpo.studies import checks
 from dphpo.studies.config import (
     DEFAULT_VARIANT,
-    LANGUAGE_METHODS,
+    LANGUAGE_ACCOUNTANT,
     LANGUAGE_TASKS,
     LANGUAGE_TRAINERS,
     check_config,
@@ -32,6 +32,7 @@ from dphpo.studies.config import (
     merged_variant,
     trainer_kind,
     variant_config,
+    vision_study,
 )
 from dphpo.studies.trainers import trainer_settings
 
@@ -60,7 +61,8 @@ def load_config(paths: Sequence[str | Path], schema: str | Path = SCHEMA) -> dic
 def validate_config(config: dict, schema: str | Path, cuda_available: bool | None = None, create_key: bool = True) -> None:
     """Everything the workflow checks before any job, in order: the JSON schema (Snakemake's
     validator, filling in defaults), each variant merged over the base config against the same
-    closed schema, then the cross-checks of `check_config`, the baselines and pretraining, and
+    closed schema, then the cross-checks of `check_config`, every vision method against the trainers
+    and accountants it accepts (`check_supported_methods`), the baselines' plans and pretraining, and
     last every language study (`check_language_study`). One entry point for both halves.
     Before the schema: `--config key=[...]` lists parsed, every number finite, names path-safe.
     `cuda_available`: whether this machine runs the jobs and has CUDA (None: the jobs run elsewhere or
@@ -89,6 +91,9 @@ def validate_config(config: dict, schema: str | Path, cuda_available: bool | Non
         for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
             where = "training.device" if variant == DEFAULT_VARIANT else f"variants.{variant}.training.device"
             checks.check_device(variant_config(config, variant)["training"], cuda_available, where)
+        for name, spec in language_studies(config).items():  # a study's own device, else the top-level one
+            checks.check_device(spec.get("training") or {}, cuda_available, f"language.studies.{name}.training.device")
+    check_supported_methods(config)  # every method on its study's trainer and accountant (hpo.registry.SUPPORTED)
     registry.check_config(config)  # baselines: known names, feasible plans
     check_pretraining_config(config)  # pretrained_public names a section
     if create_key:
@@ -115,6 +120,34 @@ def _schema_message(err: Exception) -> str:
     return message
 
 
+def supported(method: str, trainer: str, accountant: str, where: str) -> None:
+    """`hpo.registry.check_supported`, its ConfigError prefixed with the config key `where`."""
+    try:
+        registry.check_supported(method, trainer, accountant)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def check_supported_methods(config: dict) -> None:
+    """Refuse, naming the config key, a vision method that SUPPORTED (dphpo.hpo.registry) does not list
+    for its study's trainer (`studies[].trainer`) and privacy.accountant: the linear scaling rule of
+    every study in the main study and in every variant (each at its own accountant), the baselines of
+    `baselines.methods` and the opt-in CNN baseline on its studies (main study: `registry.method_jobs`).
+    Language studies: `check_language_study`. Raises ConfigError before any job runs."""
+    studies = {(s["dataset"], s["extractor"]): i for i, s in enumerate(config["studies"])}
+    for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
+        accountant = variant_config(config, variant)["privacy"].get("accountant", "gdp")
+        where = "" if variant == DEFAULT_VARIANT else f"variants.{variant} "
+        for (dataset, extractor), i in studies.items():
+            trainer = trainer_kind(config["studies"][i])
+            supported("linear_scaling", trainer, accountant, f"{where}studies[{i}] ({dataset}/{extractor})")
+    accountant = config["privacy"].get("accountant", "gdp")
+    for dataset, extractor, method in registry.method_jobs(config):
+        where = f"baselines.{method}.studies" if method in registry.IMAGE_METHODS else "baselines.methods"
+        trainer = trainer_kind(vision_study(config, dataset, extractor))
+        supported(method, trainer, accountant, f"{where} ({dataset}/{extractor})")
+
+
 def check_language_study(config: dict, spec: dict) -> None:
     """What the schema cannot say of a language study; raises ConfigError before any job runs."""
     where = f"language.studies.{spec['name']}"
@@ -122,10 +155,8 @@ def check_language_study(config: dict, spec: dict) -> None:
         raise ConfigError(f"{where}.task: expected one of {LANGUAGE_TASKS}, got {spec['task']!r}")
     if trainer_kind(spec) not in LANGUAGE_TRAINERS:
         raise ConfigError(f"{where}.trainer: expected one of {LANGUAGE_TRAINERS}, got {spec.get('trainer')!r}")
-    # whether each method accepts the study's trainer: dphpo.hpo.registry.check_supported(method, trainer, accountant)
-    for m in spec.get("methods", []):
-        if m not in LANGUAGE_METHODS:
-            raise ConfigError(f"{where}.methods: unknown method {m!r}; known: {', '.join(LANGUAGE_METHODS)}")
+    for m in spec.get("methods", []):  # each method on the study's trainer (dphpo.hpo.registry.SUPPORTED)
+        supported(m, trainer_kind(spec), LANGUAGE_ACCOUNTANT, f"{where}.methods")
     pre = spec["model"].get("pretrain")
     if pre and pre not in ((config.get("language") or {}).get("pretrain") or {}):
         raise ConfigError(f"{where}.model.pretrain: {pre!r} is not defined under language.pretrain")

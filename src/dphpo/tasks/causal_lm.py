@@ -33,6 +33,7 @@ from dphpo.data.text import load_text
 from dphpo.errors import ConfigError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions, sha256_file
+from dphpo.tasks.device import OnDevice, choose_device
 from dphpo.tasks.models import (
     LORA_TARGETS,
     apply_lora,
@@ -116,31 +117,35 @@ def likelihood_score(mean_nll: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return 1.0 - mean_nll.clamp(0.0, uniform) / uniform
 
 
-def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, private: list[dict] | None = None) -> dict:
+def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, private: list[dict] | None = None,
+                      device: str | torch.device | None = "auto") -> dict:
     """Non-private pretraining on a public corpus (`language.pretrain.<name>`); writes the checkpoint atomically.
 
     `private`: the `data` specs of the studies fine-tuned from it; public texts that occur in their
     corpora (normalized) are dropped first (dphpo.data.overlap; none given: deduplicated against
     nothing, and those studies refuse the checkpoint). The checkpoint holds the tokenizer (JSON), the
-    GPT-2 config, the weights and a report (public corpus, its checksum and dedup record, steps, final
-    public test perplexity)."""
+    GPT-2 config, the weights (on the CPU) and a report (public corpus, its checksum and dedup record,
+    steps, final public test perplexity). Training runs on `device` (`auto`: the GPU when there is one);
+    the model's initialization and the batches are drawn on the CPU, the same on any device."""
     seed = int(spec.get("seed", 0))
     data = load_texts(spec["data"], private=list(private or []))
     tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
     eos_id = tok.token_to_id(EOS)
     encode = lambda t: tok.encode(t).ids  # noqa: E731
     block = int(spec.get("block_len", 64))
-    train_blocks = token_blocks(encode, eos_id, data.train, block)
-    test_blocks = token_blocks(encode, eos_id, data.test, block)
+    device = choose_device(device)
+    train_blocks = token_blocks(encode, eos_id, data.train, block).to(device)
+    test_blocks = token_blocks(encode, eos_id, data.test, block).to(device)
     torch.manual_seed(seed)
     model = small_gpt2(tok.get_vocab_size(), spec.get("n_layer", 2), spec.get("n_embd", 128), spec.get("n_head", 4), spec.get("n_positions", 128), eos_id)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=float(spec.get("lr", 1e-3)), weight_decay=0.01)
     steps, batch = int(spec.get("steps", 1000)), int(spec.get("batch_size", 32))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=float(spec.get("lr", 1e-3)), total_steps=steps, pct_start=0.05)
     gen = torch.Generator().manual_seed(seed)
     model.train()
     for _ in tqdm(range(steps), desc="pretrain LM (public)", disable=not progress, mininterval=10.0):
-        ids = train_blocks[torch.randint(0, train_blocks.shape[0], (batch,), generator=gen)]
+        ids = train_blocks[torch.randint(0, train_blocks.shape[0], (batch,), generator=gen).to(device)]
         nll, _, n = lm_losses(model, ids, torch.ones_like(ids, dtype=torch.float32))
         loss = nll.sum() / n.sum()
         opt.zero_grad(set_to_none=True)
@@ -159,11 +164,12 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, p
         "batch_size": batch,
         "public_test_perplexity": float(math.exp(float(nll.sum() / n.sum()))),
         "public_test_token_accuracy": float(correct.sum() / n.sum()),
+        "device": str(device),
         "settings": {k: v for k, v in spec.items() if k != "data"},
         "package_versions": package_versions(("torch", "transformers", "tokenizers")),
     }
     with atomic_path(out_path) as tmp:
-        torch.save({"tokenizer": tok.to_str(), "config": model.config.to_dict(), "state_dict": model.state_dict(), "report": report}, tmp)
+        torch.save({"tokenizer": tok.to_str(), "config": model.config.to_dict(), "state_dict": model.cpu().state_dict(), "report": report}, tmp)
     return report
 
 
@@ -203,21 +209,24 @@ def load_lm(model_spec: dict, checkpoint: str | Path | None):
     return model.eval(), encode, eos_id, prov
 
 
-class CausalLMTask:
-    """DP fine-tuning of a causal LM on private sequences (a task of the trainer protocol)."""
+class CausalLMTask(OnDevice):
+    """DP fine-tuning of a causal LM on private sequences (a task of the trainer protocol). `device`: where the
+    model and the token tensors live (None: where the given model is; dphpo.tasks.device)."""
 
     metric = "perplexity"
 
-    def __init__(self, model: nn.Module, ids_train, mask_train, ids_test, mask_test, provenance: dict, eval_batch: int = 256):
+    def __init__(self, model: nn.Module, ids_train, mask_train, ids_test, mask_test, provenance: dict, eval_batch: int = 256,
+                 device: str | torch.device | None = None):
         self.prototype = model
         self.vocab_size = int(model.config.vocab_size)  # public: the likelihood score's uniform loss
         self.t = {"ids_train": ids_train, "mask_train": mask_train, "ids_test": ids_test, "mask_test": mask_test}
         self._provenance = provenance
         self.eval_batch = int(eval_batch)
         self.n_train, self.n_test = int(ids_train.shape[0]), int(ids_test.shape[0])
+        self.to(next(model.parameters()).device if device is None else device)
 
     @classmethod
-    def from_spec(cls, spec: dict, checkpoint: str | Path | None = None) -> CausalLMTask:
+    def from_spec(cls, spec: dict, checkpoint: str | Path | None = None, device: str | torch.device | None = None) -> CausalLMTask:
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
         if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this data
             check_deduplicated(prov["pretraining"], spec["data"], f"language.studies.{spec['name']}")
@@ -230,7 +239,7 @@ class CausalLMTask:
         ids_tr, m_tr = encode_sequences(encode, eos_id, data.train, max_len)
         ids_te, m_te = encode_sequences(encode, eos_id, data.test, max_len)
         prov |= {"data": data.source, "dataset_checksum": data.checksum(), "max_len": max_len}
-        return cls(model, ids_tr, m_tr, ids_te, m_te, prov)
+        return cls(model, ids_tr, m_tr, ids_te, m_te, prov, device=device)
 
     def provenance(self) -> dict:
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
@@ -239,6 +248,7 @@ class CausalLMTask:
         return copy.deepcopy(self.prototype)
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        idx = self.rows(idx)
         nll, _, n = lm_losses(module, self.t["ids_train"][idx], self.t["mask_train"][idx])
         return nll / n.clamp_min(1.0)
 

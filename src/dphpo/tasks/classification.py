@@ -26,6 +26,7 @@ from dphpo.data.text import load_text
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions, sha256_bytes
+from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import LORA_TARGETS, apply_lora, load_encoder
 
 
@@ -123,13 +124,14 @@ def read_hidden_cache(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     return tensors, attrs
 
 
-class SequenceClassificationTask:
-    """Top-k fine-tuning on cached hidden states (a task for FinetuneTrainer / DPZOTrainer)."""
+class SequenceClassificationTask(OnDevice):
+    """Top-k fine-tuning on cached hidden states (a task for FinetuneTrainer / DPZOTrainer). `device`: where the
+    model and the states live (None: where the given states are; dphpo.tasks.device)."""
 
     metric = "accuracy"
 
     def __init__(self, top_layers: list[nn.Module], tensors: dict[str, torch.Tensor], num_classes: int, provenance: dict,
-                 eval_batch: int = 512, lora: dict | None = None):
+                 eval_batch: int = 512, lora: dict | None = None, device: str | torch.device | None = None):
         self.prototype = TopLayersClassifier([copy.deepcopy(m) for m in top_layers], tensors["h_train"].shape[-1], num_classes)
         for p in self.prototype.parameters():
             p.requires_grad = True
@@ -143,14 +145,16 @@ class SequenceClassificationTask:
         self.eval_batch = int(eval_batch)
         self.n_train = int(tensors["y_train"].shape[0])
         self.n_test = int(tensors["y_test"].shape[0])
+        self.to(tensors["h_train"].device if device is None else device)
 
     @classmethod
-    def from_cache(cls, path: str | Path, model_spec: dict) -> SequenceClassificationTask:
+    def from_cache(cls, path: str | Path, model_spec: dict, device: str | torch.device | None = None) -> SequenceClassificationTask:
         tensors, attrs = read_hidden_cache(path)
         model, _, _ = load_encoder(model_spec)
         k = int(attrs["train_layers"])
         layers = list(model.encoder.layer)[len(model.encoder.layer) - k :]  # k = 0: the head alone
-        return cls(layers, tensors, attrs["num_classes"], {"hidden_cache": attrs, "cache_file": Path(path).name}, lora=model_spec.get("lora"))
+        return cls(layers, tensors, attrs["num_classes"], {"hidden_cache": attrs, "cache_file": Path(path).name}, lora=model_spec.get("lora"),
+                   device=device)
 
     def provenance(self) -> dict:
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
@@ -163,6 +167,7 @@ class SequenceClassificationTask:
         return majority_label_scores(self.t["y_train"], self.t["y_test"], self.num_classes)
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
+        idx = self.rows(idx)
         logits = module(self.t["h_train"][idx], self.t["mask_train"][idx])
         return F.cross_entropy(logits, self.t["y_train"][idx], reduction="none")
 

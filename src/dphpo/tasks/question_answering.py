@@ -41,6 +41,7 @@ from dphpo.data.squad import FILES, PUBLISHED_QUESTIONS, SquadExample, read_squa
 from dphpo.data.subsets import keep_records, subset_fraction
 from dphpo.errors import ConfigError
 from dphpo.provenance import sha256_bytes
+from dphpo.tasks.device import OnDevice, choose_device
 from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_source, resolved_commit
 
 PROMPT = "Title: {title}\nContext: {context}\nQuestion: {question}\nAnswer:"
@@ -146,12 +147,6 @@ def generate_answers(model: nn.Module, codec: Codec, prompts: list[list[int]], m
     return out
 
 
-def choose_device(name: str | None) -> torch.device:
-    if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def adapt(model: nn.Module, lora: dict | None, where: str) -> dict:
     """LoRA adapters in every decoder block of a GPT-2 or OPT model; nothing else trains."""
     if lora is None:
@@ -182,7 +177,8 @@ def load_qa_model(model_spec: dict, where: str):
 
 
 def prepare(model: nn.Module, model_spec: dict, where: str) -> tuple[nn.Module, dict]:
-    """Linearize GPT-2's Conv1D, inject the adapters (float32 whatever the frozen weights' dtype), move to the device."""
+    """Linearize GPT-2's Conv1D, inject the adapters (float32 whatever the frozen weights' dtype), move to `model.device`
+    (where the model is prepared; its trainer then places the task on `training.device`)."""
     linearize_conv1d(model)
     prov = {"lora": adapt(model, model_spec.get("lora"), where)}
     for p in model.parameters():
@@ -211,13 +207,14 @@ def examples_checksum(examples: list[SquadExample]) -> str:
     return sha256_bytes(*("\x1f".join((e.id, e.title, e.context, e.question, *e.answers)).encode("utf-8", "surrogatepass") for e in examples))
 
 
-class QuestionAnsweringTask:
-    """DP-SGD + LoRA fine-tuning of a causal LM on SQuAD v2 questions, scored by F1 (a task of the trainer protocol)."""
+class QuestionAnsweringTask(OnDevice):
+    """DP-SGD + LoRA fine-tuning of a causal LM on SQuAD v2 questions, scored by F1 (a task of the trainer protocol).
+    `device`: where the model and the encoded training examples live (None: where the given model is)."""
 
     metric = "f1"
 
     def __init__(self, model: nn.Module, codec: Codec, train: list[SquadExample], test: list[SquadExample], provenance: dict,
-                 max_len: int = 512, max_new_tokens: int = 50, eval_batch: int = 8):
+                 max_len: int = 512, max_new_tokens: int = 50, eval_batch: int = 8, device: str | torch.device | None = None):
         self.prototype = model
         self.codec = codec
         self.examples = {"train": list(train), "test": list(test)}
@@ -227,9 +224,10 @@ class QuestionAnsweringTask:
         self._stop = codec.stop_ids()
         self._provenance = provenance
         self.n_train, self.n_test = len(train), len(test)
+        self.to(next(model.parameters()).device if device is None else device)
 
     @classmethod
-    def from_spec(cls, spec: dict) -> QuestionAnsweringTask:
+    def from_spec(cls, spec: dict, device: str | torch.device | None = None) -> QuestionAnsweringTask:
         where = f"language.studies.{spec['name']}"
         data, model_spec = spec["data"], spec["model"]
         if not data.get("path"):
@@ -243,7 +241,7 @@ class QuestionAnsweringTask:
                                   "max_test": data.get("max_test"), "subsample_seed": seed},
                          "dataset_checksum": examples_checksum(train + test)}
         return cls(model, codec, train, test, prov, max_len=int(model_spec.get("max_len", 512)),
-                   max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)))
+                   max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)), device=device)
 
     def provenance(self) -> dict:
         return dict(self._provenance) | {
@@ -256,8 +254,8 @@ class QuestionAnsweringTask:
         return copy.deepcopy(self.prototype)
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-        device = next(p for p in module.parameters()).device
-        ids, attn, answer = (self.t[k][idx].to(device) for k in ("ids", "attn", "answer"))
+        idx = self.rows(idx)
+        ids, attn, answer = (self.t[k][idx] for k in ("ids", "attn", "answer"))
         nll, n = answer_losses(module, ids, attn, answer)
         return nll / n.clamp_min(1.0)
 

@@ -114,8 +114,10 @@ def train_dpsgd(
     per-sample gradient to `clip_norm` on the whole parameter vector, adds N(0, σ²C²) noise to the sum
     and divides by the expected batch size q·N_pub (N_pub: the declared public size, never the private
     count, which a neighbour changes; docs/privacy.md); then SGD with momentum in PyTorch's convention. The
-    empty batch still releases its noise. `batch_inputs(indices)` builds the input tensor of a batch on
-    the model's device.
+    empty batch still releases its noise. Training runs where the model's parameters are: `labels` are
+    moved there once, `batch_inputs(indices)` builds the input tensor of a batch there (from data its
+    caller put there once), per-example norms are computed there. Sampling and noise are drawn on the
+    CPU and the noise moved: the same numbers on any device.
     Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
     Returns the trained module (in place, eval mode) and a trace (steps, mean Poisson batch size).
     """
@@ -131,16 +133,17 @@ def train_dpsgd(
     gsm = GradSampleModule(model.train(), loss_reduction="sum")
     params = [p for p in gsm.parameters() if p.requires_grad]
     device = params[0].device  # sampling and noise are drawn on the CPU: the same numbers on any device
+    labels = labels.to(device)  # once, not per step
     velocity = torch.zeros(sum(p.numel() for p in params), device=device)
     batches = []
     for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=2.0):
         idx = poisson_batch(n, sample_rate, gen)
         grad_sum = torch.zeros_like(velocity)
         if idx.numel() > 0:
-            per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx].to(device))
+            per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx.to(device)])
             scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
             grad_sum = scale @ per_sample
-        noise = torch.randn(velocity.shape, generator=gen).to(device)
+        noise = torch.randn(velocity.shape, generator=gen).to(device=device, dtype=velocity.dtype)
         noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n_public)
         velocity = momentum * velocity + noisy
         apply_step(params, lr, velocity)

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dphpo.errors import ConfigError
+from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.task_trainer import TaskTrainer
 
@@ -31,9 +32,11 @@ class DPZOSettings:
     batch_size: int = 64
     perturbation: float = 1e-3  # λ
     physical_batch: int = 512
+    device: str = "auto"  # where the task's model and data live and train (auto: the GPU when there is one)
 
     def __post_init__(self) -> None:
         where = "language.studies[].training"
+        check_device_setting(self.device, f"{where}.device")
         if not (self.clip_norm > 0 and self.perturbation > 0):
             raise ConfigError(f"{where}: clip_norm and perturbation must be > 0, got {self.clip_norm}, {self.perturbation}")
         if int(self.batch_size) < 1 or int(self.physical_batch) < 1:
@@ -86,9 +89,11 @@ def train_dpzo(
     progress: bool = False,
     desc: str = "DP-ZO",
 ) -> tuple[nn.Module, dict]:
-    """`steps` DP-ZO steps on `model` (in place). Batches, directions and noise are seeded by `seed`
-    from separate CPU generators (z is public randomness: its generator never sees data). q = B/n_public
-    and the noisy sum is divided by q·n_public: the declared public size, never the private count."""
+    """`steps` DP-ZO steps on `model` (in place), where its parameters are (its task put them on
+    `training.device`). Batches, directions and noise are seeded by `seed` from separate CPU generators
+    (z is public randomness: its generator never sees data), z moved to each parameter's device: the same
+    numbers on any device. q = B/n_public and the noisy sum is divided by q·n_public: the declared public
+    size, never the private count."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
     q = settings.sample_rate(n_public)
@@ -97,17 +102,19 @@ def train_dpzo(
     noise_gen = torch.Generator().manual_seed(int(seed) ^ 0x3C3C3C3C)
     model.eval()  # forward passes only; tasks build models without dropout
     params = [p for p in model.parameters() if p.requires_grad]
-    device = params[0].device
     C, lam = settings.clip_norm, settings.perturbation
     batches, clipped = [], []
     for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
         idx = poisson_batch(n_train, q, sample_gen)
-        direction = [torch.randn(p.shape, generator=direction_gen).to(device) for p in params]
-        total = 0.0
+        direction = [torch.randn(p.shape, generator=direction_gen).to(device=p.device, dtype=p.dtype) for p in params]
+        sums = []  # on the device: read once per step
         for chunk in idx.split(settings.physical_batch):
             d = zo_differences(model, params, direction, example_losses, chunk, lam)
-            clipped.append(float((d.abs() > C).float().mean()))
-            total += float(d.clamp(-C, C).sum())
+            clipped.append((d.abs() > C).float().mean())
+            sums.append(d.clamp(-C, C).sum())
+        total = 0.0
+        for s in sums:
+            total += float(s)
         noise = float(torch.randn((), generator=noise_gen)) * sigma * C
         g = (total + noise) / (q * n_public)
         _perturb(params, direction, -lr * g)
@@ -116,7 +123,7 @@ def train_dpzo(
         "steps": int(steps),
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
-        "clipped_fraction": float(np.mean(clipped)) if clipped else None,
+        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
     }
 
 

@@ -33,6 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dphpo.errors import ConfigError
+from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.task_trainer import TaskTrainer
 
@@ -52,9 +53,11 @@ class FinetuneSettings:
     batch_size: int = 64  # expected Poisson batch size B: q = B / N
     clipping: str = "ghost"
     physical_batch: int = 256  # a Poisson batch is processed in chunks of this many examples (memory only)
+    device: str = "auto"  # where the task's model and data live and train (auto: the GPU when there is one)
 
     def __post_init__(self) -> None:
         where = "language.studies[].training"
+        check_device_setting(self.device, f"{where}.device")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"{where}.optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.clipping not in CLIPPING:
@@ -216,7 +219,9 @@ def train_dp(
 ) -> tuple[nn.Module, dict]:
     """`steps` DP steps on `model` (in place); `example_losses(module, indices)` gives the (B,) losses.
 
-    Sampling and noise come from one CPU generator seeded with `seed`: same numbers on any device.
+    Training runs where the model's parameters are (its task put them on `training.device`), per-example
+    norms and clipped sums included. Sampling and noise come from one CPU generator seeded with `seed`, the
+    noise moved to each parameter's device: the same numbers on any device.
     Each of the `n_train` examples joins a batch with probability q = B/n_public, and the noisy sum is
     divided by q·n_public = B: both from the declared public size, never the private count n_train.
     (Its `mean_batch` trace is a private statistic: internal logs only.)
@@ -231,7 +236,6 @@ def train_dp(
     private = sigma > 0
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    device = params[0].device
     opt = NoisyMeanOptimizer(params, lr, settings)
     batches, clipped = [], []
     try:
@@ -242,14 +246,14 @@ def train_dp(
                 fn = lambda c=chunk: example_losses(module, c)  # noqa: E731
                 if private:
                     sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)
-                    clipped.append(float((norms > settings.clip_norm).float().mean()))
+                    clipped.append((norms > settings.clip_norm).float().mean())  # on the device: read once, at the end
                 else:
                     sums = plain_grad_sum(params, fn)
                 for acc, s in zip(total, sums):
                     acc.add_(s)
             noisy = []
             for p, acc in zip(params, total):
-                noise = torch.randn(p.shape, generator=gen).to(device) * (sigma * settings.clip_norm) if private else 0.0
+                noise = torch.randn(p.shape, generator=gen).to(device=p.device, dtype=p.dtype) * (sigma * settings.clip_norm) if private else 0.0
                 noisy.append((acc + noise) / (q * n_public))
             opt.step(noisy)
             batches.append(int(idx.numel()))
@@ -259,7 +263,7 @@ def train_dp(
         "steps": int(steps),
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
-        "clipped_fraction": float(np.mean(clipped)) if clipped else None,
+        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
     }
 
 

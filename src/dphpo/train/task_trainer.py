@@ -1,7 +1,8 @@
 """The trainer protocol (`dphpo.train.protocol.PrivateTrainer`) for trainers of a task (`dphpo.tasks`):
 what `FinetuneTrainer` (dphpo.train.finetune) and `DPZOTrainer` (dphpo.train.dpzo) share. Trials run
 one after another, each from the task's pretrained starting point; a released model is what training
-changed."""
+changed. The trainer puts its task on `training.device` once (`auto`: the GPU when there is one;
+dphpo.tasks.device): every trial's model, batches, per-example norms and noise are then there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from torch import nn
 
 from dphpo.io import atomic_path
+from dphpo.tasks.device import choose_device
 from dphpo.train.protocol import TrialOutcome
 
 
@@ -31,10 +33,15 @@ class TaskTrainer:
         self.n_train = task.n_train
         self.n_test = task.n_test
         self.n_public = int(n_public)
+        if hasattr(task, "to"):  # the tasks of dphpo.tasks: model and data moved once, here
+            task.to(choose_device(settings.device))
+        # the device used (`auto` resolved); a task that cannot move (a test double) trains where it is: the CPU
+        self.device = getattr(task, "device", torch.device("cpu"))
 
     def provenance(self) -> dict:
         return {
             "trainer": self.kind,
+            "device": str(self.device),
             "settings": self.settings.describe(),
             "accountant": self.accountant.describe(),
             "task": self.task.provenance(),

@@ -1,0 +1,173 @@
+"""`dphpo init`: a runnable, commented config for a study of the user's own data.
+
+It reads the data once with the loaders the workflow uses (the same checks, the same errors), picks the
+extractor of its kind, takes the method settings of the embedded study (`config/config.yaml`) with the
+safeguarded rule beside the paper's, states `test_split: public`, validates the result as the workflow
+will, writes it atomically and returns the one command that runs it. `--add` puts another dataset into
+an existing config.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from dphpo.data.files import FileDataset, table_columns
+from dphpo.errors import ConfigError
+from dphpo.io import write_text
+from dphpo.studies.checks import load_config_file
+from dphpo.studies.validate import validate_config
+
+REPO = Path(__file__).resolve().parents[2]
+EMBEDDED = REPO / "config" / "config.yaml"
+
+#: The extractor each kind of data gets (its section as in the embedded config, or identity for features).
+EXTRACTORS: dict[str, tuple[str, dict]] = {
+    "image_folder": ("efficientnet_lite0", {}),  # the section is copied from config/config.yaml
+    "text_table": ("minilm_l6", {}),
+    "features": ("given", {"kind": "identity"}),
+}
+#: Method sections copied from the embedded study: what it runs, set a priori or from the paper.
+COPIED = ("search_space", "training", "selection", "linear_scaling", "variants")
+#: The baselines a first study compares the rule with: one random run at the full budget (the floor a
+#: tuning method must beat), the grid search selected on test (a non-private HPO ceiling, labelled so)
+#: and Papernot-Steinke, the private random search with a random number of trials.
+BASELINES = ["random_search", "grid_oracle", "papernot_steinke"]
+TEXT_COLUMNS = ("text", "sentence", "content", "review", "body", "tweet")
+LABEL_COLUMNS = ("label", "labels", "class", "target", "y", "category", "sentiment")
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What `dphpo init` found in the data (train/test sizes, classes), for its summary."""
+
+    name: str
+    kind: str
+    n_train: int
+    n_test: int
+    classes: list[str]
+    source: str
+
+
+def guess_columns(path: Path, text_field: str | None, label_field: str | None) -> tuple[str, str]:
+    """The text and label columns of a table: those given, else the first usual name present."""
+    columns = table_columns(path, f"--texts {path}")
+    found = {c.lower(): c for c in columns}
+    text = text_field or next((found[c] for c in TEXT_COLUMNS if c in found), None)
+    label = label_field or next((found[c] for c in LABEL_COLUMNS if c in found), None)
+    if text is None or label is None:
+        missing = "--text-field" if text is None else "--label-field"
+        raise ConfigError(f"{path.name}: which column holds the {'text' if text is None else 'label'}? Name it with "
+                          f"{missing} (columns: {', '.join(columns)})")
+    return text, label
+
+
+def dataset_section(kind: str, path: Path, text_field: str | None = None, label_field: str | None = None) -> dict:
+    """The `datasets.<name>` section of the data at `path` (public size filled in by `inspect`)."""
+    section: dict = {"kind": kind, "path": str(path)}
+    if kind == "text_table":
+        section["text_field"], section["label_field"] = guess_columns(path, text_field, label_field)
+    return section
+
+
+def inspect_data(name: str, section: dict) -> Inspection:
+    """Load the data as the workflow will (FileDataset: layout, labels, classes, split), raising its errors."""
+    ds = FileDataset.from_config(name, section).load()
+    classes = list(ds.classes or [str(c) for c in range(ds.num_classes)])
+    return Inspection(name, section["kind"], ds.n_train, ds.n_test, classes, ds.source)
+
+
+def default_delta(n_train: int) -> float:
+    """δ well below 1/N: 1e-5, or the power of ten at or below 1/(10 N) for larger data."""
+    return min(1e-5, 10.0 ** math.floor(math.log10(1.0 / (10 * n_train))))
+
+
+def new_config(found: Inspection, section: dict, embedded: dict) -> dict:
+    """A whole config for one dataset: its section, the study, its extractor, and the embedded methods."""
+    extractor, extractor_section = EXTRACTORS[found.kind]
+    config = {
+        "data_dir": "data",
+        "datasets": {found.name: section | {"public_n_train": found.n_train, "test_split": "public"}},
+        "studies": [{"dataset": found.name, "extractor": extractor}],
+        "extractors": {extractor: extractor_section or copy.deepcopy(embedded["extractors"][extractor])},
+        "privacy": {"delta": default_delta(found.n_train), "target_eps": [1, 2, 4, 8], "adjacency": "add_remove"},
+        "seeds": [0, 1, 2],
+    }
+    config.update({key: copy.deepcopy(embedded[key]) for key in COPIED if key in embedded})
+    config["baselines"] = copy.deepcopy(embedded["baselines"]) | {"methods": list(BASELINES)}
+    config["baselines"].pop("oso_dpsgd_cnn", None)  # opt-in raw-pixel CNN: not for a first study
+    return config
+
+
+def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) -> dict:
+    """`config` with one more dataset and its study (and its extractor if the config lacks it)."""
+    if found.name in (config.get("datasets") or {}) or any(s["dataset"] == found.name for s in config.get("studies") or []):
+        raise ConfigError(f"datasets.{found.name}: the config already has a dataset of that name; pick another --name")
+    new = new_config(found, section, embedded)
+    out = copy.deepcopy(config)
+    out.setdefault("datasets", {}).update(new["datasets"])
+    out.setdefault("studies", []).extend(new["studies"])
+    for name, spec in new["extractors"].items():
+        out.setdefault("extractors", {}).setdefault(name, spec)
+    return out
+
+
+HEADER = """\
+# A study of your own data, written by `dphpo init`. Every key: config/README.md.
+# Run it: {command}
+#
+# What the guarantee needs from you (README.md, "Your own data"):
+# - datasets.<name>.test_split: public -- every release publishes its exact test metrics, so the test split
+#   is treated as public. If it is not, do not publish the tables.
+# - datasets.<name>.public_n_train was COUNTED on your files by dphpo init ({counted}). DP-GD divides by it
+#   and delta uses it: keep it only if you publish that size anyway, else write a public number.
+# - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
+#   what all releases together cost.
+# The paper's rule (the main study) and the recommended safeguarded rule (variants.safeguarded) both run;
+# the tables show them side by side with the baselines below.
+"""
+
+
+def render(config: dict, command: str) -> str:
+    """The config as YAML under a header that says what was counted and what the guarantee assumes."""
+    counted = ", ".join(f"{name}: {s['public_n_train']:,}" for name, s in config["datasets"].items() if s.get("kind"))
+    return HEADER.format(command=command, counted=counted) + "\n" + yaml.safe_dump(
+        config, sort_keys=False, default_flow_style=None, width=100
+    )
+
+
+def size_note(config: dict, found: Inspection) -> str | None:
+    """A warning where the selection noise (an absolute count, set for MNIST's 60,000 records) is a large
+    share of the data: the stage trials' released scores then barely rank r."""
+    noise = float(config["selection"]["noise_std"])
+    if noise < 0.05 * found.n_train:
+        return None
+    return (f"note: selection.noise_std = {noise:g} correct-answer counts is {noise / found.n_train:.0%} of {found.name}'s "
+            f"{found.n_train:,} training records: the stage trials' released scores barely rank r at this size, so the "
+            "rule's picks are close to random; compare it with random_search (one random run) in the tables")
+
+
+def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | None, add: bool = False,
+               text_field: str | None = None, label_field: str | None = None) -> tuple[Path, Inspection, str, str | None]:
+    """Inspect the data, write the config (new, or with the dataset added) and return (file, findings,
+    command, a note on the data's size or None)."""
+    path = Path(path)
+    name = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "my_data"
+    out = Path(out) if out else Path("config") / f"{name}.yaml"
+    if out.exists() and not add:
+        raise ConfigError(f"{out} exists: pass --add to put {name} into it, or another --out")
+    if add and not out.exists():
+        raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
+    section = dataset_section(kind, path.resolve(), text_field, label_field)
+    found = inspect_data(name, section)
+    embedded = yaml.safe_load(EMBEDDED.read_text())
+    config = add_dataset(load_config_file(out), found, section, embedded) if add else new_config(found, section, embedded)
+    validate_config(copy.deepcopy(config), REPO / "workflow" / "schemas" / "config.schema.yaml", create_key=False)
+    command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text(out, render(config, command))
+    return out, found, command, size_note(config, found)

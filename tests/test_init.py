@@ -1,0 +1,112 @@
+"""`dphpo init` (issue 30): from the user's files to a study in two commands, for each kind of data."""
+
+import csv
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+from sklearn.datasets import load_digits
+
+from dphpo.cli import main as dphpo
+
+from test_workflow import REPO, snakemake
+
+# What the test shrinks, as a second config file (the user's first command is init's, unchanged).
+SMALL = {
+    "seeds": [0],
+    "privacy": {"target_eps": [2]},
+    "search_space": {"eta": {"min": 0.05, "max": 1.0, "num": 3}, "steps": [5, 10]},
+    "extractors": {"efficientnet_lite0": {"resolution": 32}},
+}
+
+
+@pytest.fixture(scope="module")
+def user_files(tmp_path_factory):
+    """An image folder (digits as PNGs), a CSV of short texts and a features .npz, as a user has them."""
+    root = tmp_path_factory.mktemp("user")
+    d = load_digits()
+    for i, (image, label) in enumerate(zip(d.images[:300], d.target[:300])):
+        folder = root / "digit_pngs" / "train" / f"d{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((image * 15).astype(np.uint8)).save(folder / f"{i}.png")
+    np.savez(root / "feats.npz", train_x=d.data[:600] / 16, train_y=d.target[:600], test_x=d.data[600:800] / 16,
+             test_y=d.target[600:800])
+    with open(root / "reviews.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["comment", "sentiment"])
+        for i in range(240):
+            writer.writerow([("a good, great film " if i % 2 else "a bad, dull film ") + str(i), "pos" if i % 2 else "neg"])
+    return root
+
+
+def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_files, tmp_path, capsys):
+    out = tmp_path / "mine.yaml"
+    assert dphpo(["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"snakemake --cores all --configfile {out} --replace-workflow-config" in printed
+    assert "barely rank r" in printed  # 240 training images: the selection noise is most of the signal
+    text = out.read_text()
+    assert "COUNTED on your files" in text and "test_split: public" in text
+    config = yaml.safe_load(text)
+    (name,) = config["datasets"]
+    section = config["datasets"][name]
+    assert name == "digit_pngs" and section["kind"] == "image_folder" and section["public_n_train"] == printed_count(printed)
+    assert config["studies"] == [{"dataset": "digit_pngs", "extractor": "efficientnet_lite0"}]
+    assert config["variants"]["safeguarded"]["linear_scaling"]["safeguard"] is True  # the recommended rule runs
+    assert config["privacy"]["delta"] < 1 / section["public_n_train"]
+    assert dphpo(["check-config", str(out)]) == 0
+    assert dphpo(["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]) == 2  # never overwrites
+    assert "exists: pass --add" in capsys.readouterr().err
+
+
+def printed_count(printed: str) -> int:
+    return int(printed.split(" train / ")[0].rsplit("; ", 1)[1].replace(",", ""))
+
+
+def test_init_refuses_what_the_workflow_would_refuse_naming_the_layout(user_files, tmp_path, capsys):
+    flat = user_files / "digit_pngs" / "train"  # class folders directly under the folder given
+    assert dphpo(["init", "--images", str(flat), "--out", str(tmp_path / "a.yaml")]) == 2
+    assert "has class folders (d0, d1, d2, d3, d4, ...) directly under it: move them into train/" in capsys.readouterr().err
+    assert dphpo(["init", "--texts", str(user_files / "reviews.csv"), "--out", str(tmp_path / "b.yaml")]) == 2
+    assert "which column holds the text? Name it with --text-field (columns: comment, sentiment)" in capsys.readouterr().err
+    assert not (tmp_path / "a.yaml").exists() and not (tmp_path / "b.yaml").exists()
+
+
+def readme_commands() -> list[str]:
+    """The two commands of README.md's "Your own data" section."""
+    section = (REPO / "README.md").read_text().split("## Your own data", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.strip().splitlines()]
+
+
+def test_the_readme_commands_run_a_study_of_each_kind(user_files, tmp_path, monkeypatch, capsys):
+    """README.md's two commands (the image folder at their placeholder path), then the other kinds added."""
+    init, run = readme_commands()
+    pets = tmp_path / "path" / "to" / "pets"
+    shutil.copytree(user_files / "digit_pngs", pets)
+    monkeypatch.chdir(tmp_path)
+    assert dphpo(shlex.split(init)[1:]) == 0
+    assert run.replace(".venv/bin/", "") in capsys.readouterr().out  # the command init prints is the README's
+    out = Path("config") / "pets.yaml"
+    assert dphpo(["init", "--texts", str(user_files / "reviews.csv"), "--text-field", "comment", "--out", str(out), "--add"]) == 0
+    assert dphpo(["init", "--features", str(user_files / "feats.npz"), "--out", str(out), "--add"]) == 0
+    small = tmp_path / "small.yaml"  # the test's only change: fewer seeds, budgets and grid points
+    small.write_text(yaml.safe_dump(SMALL))
+    args = shlex.split(run)[1:]
+    args[args.index(str(out)) + 1:args.index(str(out)) + 1] = [str(small)]
+    snakemake(*args, cwd=tmp_path)
+    runs = tmp_path / "results" / "runs"
+    for dataset, extractor in (("pets", "efficientnet_lite0"), ("reviews", "minilm_l6"), ("feats", "given")):
+        for method, variant in (("linear_scaling", "default"), ("linear_scaling", "safeguarded"), ("random_search", "default")):
+            (path,) = (runs / dataset / extractor / method / variant).glob("seed0/eps*/result.json")
+            record = json.loads(path.read_text())
+            assert record["within_budget"] and record["total_eps"] <= 2.0, (dataset, method, variant)
+            assert record["test_accuracy"] > 0.2, (dataset, method, variant)  # chance: 0.1, 0.5, 0.1
+    table = (tmp_path / "results" / "tables" / "linear_scaling.md").read_text()
+    for dataset in ("pets", "reviews", "feats"):
+        assert dataset in table
