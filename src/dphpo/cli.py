@@ -746,7 +746,7 @@ def _check_config(args: argparse.Namespace) -> int:
     from dphpo.studies.validate import load_config
 
     config = load_config(args.configfile)  # ConfigError naming file and line, or the key: exit 2
-    files = len(study_config.study_jobs(config)) * len(config["seeds"]) * len(config["privacy"]["target_eps"])
+    files = math.prod(study_config.result_file_count(config))
     language = len(study_config.language_studies(config))
     print(f"{' '.join(args.configfile)}: valid ({len(config['studies'])} vision stud{'y' if len(config['studies']) == 1 else 'ies'}"
           f"{f', {language} language' if language else ''}; {files:,} vision result files)")

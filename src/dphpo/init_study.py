@@ -20,7 +20,7 @@ from dphpo.data.files import FileDataset, table_columns
 from dphpo.errors import ConfigError
 from dphpo.io import write_text
 from dphpo.studies.checks import load_config_file
-from dphpo.studies.validate import validate_config
+from dphpo.studies.validate import SCHEMA, validate_config
 
 REPO = Path(__file__).resolve().parents[2]
 EMBEDDED = REPO / "config" / "config.yaml"
@@ -166,7 +166,7 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     found = inspect_data(name, section)
     embedded = yaml.safe_load(EMBEDDED.read_text())
     config = add_dataset(load_config_file(out), found, section, embedded) if add else new_config(found, section, embedded)
-    validate_config(copy.deepcopy(config), REPO / "workflow" / "schemas" / "config.schema.yaml", create_key=False)
+    validate_config(copy.deepcopy(config), SCHEMA, create_key=False)
     command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, render(config, command))

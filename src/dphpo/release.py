@@ -218,7 +218,7 @@ def plain_summary(results_dir: str | Path) -> list[str]:
     release about the dataset composed, what is treated as public; then the command that builds the
     bundle. [] when the tree holds no DP release."""
     root = Path(results_dir)
-    sts = statements([r for r in find_releases(root) if r.dp], include_nonprivate=False) if root.is_dir() else []
+    sts = statements(find_releases(root), include_nonprivate=False) if root.is_dir() else []
     lines = []
     for st in sts:
         c = st.composed()

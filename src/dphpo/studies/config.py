@@ -337,9 +337,14 @@ def study_results(config: dict) -> list[str]:
             for d, e, m, v in study_jobs(config) for seed in config["seeds"] for eps in target_eps(config)]
 
 
+def result_file_count(config: dict) -> tuple[int, int, int]:
+    """(searches, seeds, target_eps) of the study target: their product is the result files it implies."""
+    return len(study_jobs(config)), len(config["seeds"]), len(config["privacy"]["target_eps"])
+
+
 def check_size(config: dict) -> None:
     """Refuse, with the estimate, a config that implies more than MAX_RESULTS result files."""
-    jobs, seeds, targets = len(study_jobs(config)), len(config["seeds"]), len(config["privacy"]["target_eps"])
+    jobs, seeds, targets = result_file_count(config)
     if jobs * seeds * targets > MAX_RESULTS:
         raise ConfigError(
             f"the config implies {jobs * seeds * targets:,} result files ({jobs:,} searches (studies × methods and "
