@@ -27,7 +27,7 @@ from dphpo.features.pretrain import SWITCHES
 from dphpo.hpo import candidates, koskela, mehta, registry, space
 from dphpo.hpo.selection import NONPRIVATE_RULES, PRIVATE_RULES
 from dphpo.privacy.accountant import ACCOUNTANTS, ADJACENCIES
-from dphpo.privacy.tuning import DISTRIBUTIONS
+from dphpo.privacy.tuning import DISTRIBUTIONS, POISSON_DELTA_BOUNDS
 from dphpo.studies import config as study_config
 from dphpo.studies import trainers
 from dphpo.studies.validate import check_language_study, check_supported_methods, validate_config
@@ -119,6 +119,8 @@ SCHEMA_ENUMS = [
     ("properties/baselines/properties/sampling", list(candidates.SAMPLINGS)),
     ("properties/baselines/properties/papernot_steinke/properties/distribution", list(DISTRIBUTIONS)),
     ("properties/baselines/properties/koskela/properties/distribution", list(DISTRIBUTIONS)),
+    ("properties/baselines/properties/papernot_steinke/properties/poisson_delta", list(POISSON_DELTA_BOUNDS)),
+    ("properties/baselines/properties/koskela/properties/poisson_delta", list(POISSON_DELTA_BOUNDS)),
     ("properties/baselines/properties/koskela/properties/transfer", list(koskela.TRANSFERS)),
     ("properties/baselines/properties/mehta/properties/optimizer", list(mehta.OPTIMIZERS)),
     ("properties/baselines/properties/mehta/properties/loss", list(mehta.LOSSES)),
@@ -147,7 +149,7 @@ def test_cli_choices_are_the_registries():
     for command in ("privacy select", "privacy select-mu"):
         assert choices[(command, "--distribution")] == list(DISTRIBUTIONS)
         # δ̂ of a Poisson-K trial: the baselines' own option, as the config spells it
-        assert choices[(command, "--poisson-delta")] == enum("properties/baselines/properties/papernot_steinke/properties/poisson_delta")
+        assert choices[(command, "--poisson-delta")] == list(POISSON_DELTA_BOUNDS)
     assert sorted(choices[("audit", "--accountant")]) == sorted(ACCOUNTANTS)
     assert choices[("audit", "--neighbours")] == list(NEIGHBOURS) == list(ADJACENCIES)
     assert choices[("audit", "--threat-model")] == [*THREAT_MODELS, "both"]

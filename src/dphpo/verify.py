@@ -38,6 +38,8 @@ from scipy.stats import norm
 from dphpo import layout
 from dphpo.hpo.common import INTERNAL_KEYS, TRIAL_COUNT_KEYS
 from dphpo.io import SEAL_KEY, seal
+from dphpo.privacy.events import Event, Gaussian, PoissonSampledGaussian, RdpCurve
+from dphpo.privacy.ledger import LedgerEntry
 from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
 from dphpo.studies.validate import load_config
@@ -102,56 +104,61 @@ def _rdp_at(orders: list[float], values: list[float], order: float) -> float:
 
 
 def recompute(record: dict) -> tuple[float | None, str]:
-    """(ε, how) of a release's ledger, recomputed independently; (None, why) where no independent
-    implementation exists."""
+    """(ε, how) of a release's ledger, recomputed independently from the events its entries record
+    (`dphpo.privacy.events`: the same events the ledger's own accountants read); (None, why) where no
+    independent implementation reads them."""
     privacy = record.get("privacy") or {}
-    entries = privacy.get("entries") or []
     delta = float(record["total_delta"]) - float((privacy.get("truncation") or {}).get("delta_cap", 0.0))
-    mechanisms = {e.get("mechanism", "gdp") for e in entries}
-    if mechanisms <= {"gdp"}:
-        mu = math.sqrt(sum(e["count"] * e["mu"] ** 2 for e in entries))
-        return gdp_eps(mu, delta), "GDP closed form (scipy)"
-    if "rdp" in mechanisms:
-        return _rdp_eps(entries, delta), "RDP curves summed, dp_accounting conversion"
-    return _pld_eps(entries, delta), "dp_accounting PLD (Poisson-subsampled Gaussians + Gaussians)"
+    try:
+        events = [LedgerEntry.from_dict(e).counted for e in privacy.get("entries") or []]
+    except (KeyError, ValueError) as exc:
+        return None, f"unreadable ledger entry: {exc}"
+    kinds = {type(event) for event, _ in events}
+    if kinds <= {Gaussian}:
+        return gdp_eps(math.sqrt(sum(count * e.mu**2 for e, count in events)), delta), "GDP closed form (scipy)"
+    if RdpCurve in kinds:
+        return _rdp_eps(events, delta), "RDP curves summed, dp_accounting conversion"
+    if kinds <= {Gaussian, PoissonSampledGaussian}:
+        return _pld_eps(events, delta), "dp_accounting PLD (Poisson-subsampled Gaussians + Gaussians)"
+    return None, f"no independent accountant reads {', '.join(sorted(k.kind for k in kinds))} events"
 
 
-def _rdp_eps(entries: list[dict], delta: float) -> float:
+def _dp_accounting_event(event: PoissonSampledGaussian) -> Any:
     from dp_accounting import dp_event
+
+    return dp_event.PoissonSampledDpEvent(float(event.q), dp_event.GaussianDpEvent(float(event.sigma)))
+
+
+def _rdp_eps(events: list[tuple[Event, int]], delta: float) -> float:
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    orders = sorted({float(o) for e in entries if e.get("mechanism") == "rdp" for o in e["rdp_orders"]})
+    orders = sorted({float(o) for e, _ in events if isinstance(e, RdpCurve) for o in e.orders})
     total = [0.0] * len(orders)
-    for e in entries:
-        mech, count = e.get("mechanism", "gdp"), int(e.get("count", 1))
-        if mech == "gdp":
-            curve = [lam * e["mu"] ** 2 / 2 for lam in orders]
-        elif mech == "rdp":
-            curve = [_rdp_at(e["rdp_orders"], e["rdp_values"], lam) for lam in orders]
+    for e, count in events:
+        if isinstance(e, Gaussian):
+            curve = [lam * e.mu**2 / 2 for lam in orders]
+        elif isinstance(e, RdpCurve):
+            curve = [_rdp_at(list(e.orders), list(e.values), lam) for lam in orders]
         else:
-            d = e["details"]
             acc = rdp.RdpAccountant(orders)
-            acc.compose(dp_event.PoissonSampledDpEvent(float(d["q"]), dp_event.GaussianDpEvent(float(d["sigma"]))), int(d["steps"]))
+            acc.compose(_dp_accounting_event(e), int(e.steps))
             curve = list(acc._rdp)  # the accountant's composed RDP at `orders`
         total = [t + count * c for t, c in zip(total, curve)]
     eps, _ = rdp.compute_epsilon(orders, total, delta)
     return float(eps)
 
 
-def _pld_eps(entries: list[dict], delta: float) -> float:
+def _pld_eps(events: list[tuple[Event, int]], delta: float) -> float:
     from dp_accounting import dp_event
     from dp_accounting.pld import pld_privacy_accountant as pld
 
     acc = pld.PLDAccountant(value_discretization_interval=1e-3)
     mu_sq = 0.0
-    for e in entries:
-        count = int(e.get("count", 1))
-        if e.get("mechanism", "gdp") == "gdp":
-            mu_sq += count * e["mu"] ** 2
+    for e, count in events:
+        if isinstance(e, Gaussian):
+            mu_sq += count * e.mu**2
         else:
-            d = e["details"]
-            run = dp_event.PoissonSampledDpEvent(float(d["q"]), dp_event.GaussianDpEvent(float(d["sigma"])))
-            acc.compose(run, int(d["steps"]) * count)
+            acc.compose(_dp_accounting_event(e), int(e.steps) * count)
     if mu_sq > 0:
         acc.compose(dp_event.GaussianDpEvent(1.0 / math.sqrt(mu_sq)))
     return float(acc.get_epsilon(delta))

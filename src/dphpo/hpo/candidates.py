@@ -14,6 +14,7 @@ import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
+from dphpo.hpo.registry import SUPPORTED
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
 from dphpo.hpo.trial_queue import TrialQueue
@@ -65,10 +66,12 @@ def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> RunAc
 
 
 def context(
-    config: dict, trainer: PrivateTrainer | None = None, any_accountant: bool = False
+    config: dict, trainer: PrivateTrainer | None = None, method: str | None = None
 ) -> tuple[RunAccountant, SearchSpace, SelectionRule, list[float]]:
-    """The parts of a config every baseline shares: run accountant (`gdp_accountant`; with
-    `any_accountant`, the trainer's own: methods of single full-budget runs), search space, selection, targets."""
+    """The parts of a config every baseline shares: run accountant (the trainer's own where `method`
+    accepts any accountant in `hpo.registry.SUPPORTED` — methods of single full-budget runs —, else
+    `gdp_accountant`), search space, selection, targets."""
+    any_accountant = method is not None and SUPPORTED[method].accountants != ("gdp",)
     return (
         trainer.accountant if any_accountant and trainer is not None else gdp_accountant(config, trainer),
         SearchSpace.from_config(config["search_space"]),

@@ -69,7 +69,7 @@ class GridConfig:
 def run_oracle(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     # every grid point is one run at the full budget: any run accountant calibrates it (exact GDP for
     # the linear head, PRV for the fine-tuning trainers)
-    accountant, space, _, targets = context(config, trainer, any_accountant=True)
+    accountant, space, _, targets = context(config, trainer, ORACLE)
     grid = GridConfig.from_config(config).points(space)
     queue = TrialQueue()
     for target in targets:

@@ -37,7 +37,14 @@ from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.randomness import NoiseScope
-from dphpo.privacy.tuning import CappedTrialsLedger, calibrate_ps_mu, ps_ledger_entry, resolve_distribution, tnb_gamma
+from dphpo.privacy.tuning import (
+    POISSON_DELTA_BOUNDS,
+    CappedTrialsLedger,
+    calibrate_ps_mu,
+    ps_ledger_entry,
+    resolve_distribution,
+    tnb_gamma,
+)
 from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "papernot_steinke"
@@ -135,8 +142,8 @@ class PSConfig:
             raise ConfigError(f"max_trials: must be >= 1, got {self.max_trials}")
         if not 0.0 < self.truncation_delta_fraction < 1.0:
             raise ConfigError(f"truncation_delta_fraction: must lie in (0, 1), got {self.truncation_delta_fraction}")
-        if self.poisson_delta not in ("gdp", "rdp"):
-            raise ConfigError(f"poisson_delta: expected 'gdp' or 'rdp', got {self.poisson_delta!r}")
+        if self.poisson_delta not in POISSON_DELTA_BOUNDS:
+            raise ConfigError(f"poisson_delta: expected one of {', '.join(POISSON_DELTA_BOUNDS)}, got {self.poisson_delta!r}")
 
     @classmethod
     def from_section(cls, section: dict, sampling: str, where: str) -> PSConfig:

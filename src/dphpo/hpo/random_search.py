@@ -47,7 +47,7 @@ class RandomSearchConfig:
 
 def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     """Random search, the paper's definition: one random (η, T), one run at the full budget."""
-    _, space, selection, targets = context(config, trainer, any_accountant=True)
+    _, space, selection, targets = context(config, trainer, METHOD)
     rsc = RandomSearchConfig.from_config(config)
     candidates = {t: draw_candidates(space, noise.rng(METHOD, f"{t:.10g}"), 1, rsc.sampling) for t in targets}
     return run_composed(

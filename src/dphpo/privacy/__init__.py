@@ -2,10 +2,14 @@
 
 - math: `gdp` (GDP closed forms), `rdp` (Rényi DP curves), `prv` (prv-accountant, imported on use),
   `calibrate` (σ search);
-- `ledger`: every release of a run, composed in one place (`Ledger.total`), and `plan_final_mu`;
+- `events`: the mechanisms a ledger entry records (Gaussian, Poisson-subsampled Gaussian, RDP curve);
+- `composition`: the accountants that read events, one file each, `COMPOSITIONS` their registry;
+- `ledger`: every release of a run as an entry (event, count, reason), composed in one place
+  (`Ledger.total`, by the first accountant that reads every event), and `plan_final_mu`;
 - `planning`: budget plans in μ at δ; `tuning`: Papernot–Steinke tuning (curves, entries, calibration,
   capped K) over the ledger;
-- `accountant`: how one training run is accounted, and the planning calls the HPO methods make;
+- `accountant`: how one training run is recorded and calibrated, and the planning calls the HPO methods
+  make; `REGISTRY` holds the values of `privacy.accountant` (`register_accountant` adds one);
 - `randomness`: the secret key every private draw comes from.
 """
 

@@ -14,26 +14,29 @@ Each gives the ledger entry of a run, its standalone ε, the smallest σ for a s
 the σ of a last run that fills what a ledger leaves of a total budget; `describe()` is what
 provenance records. Each is also a `BudgetPlanner` (the methods' plans in μ at δ) and says how a run
 planned at a Gaussian budget μ is calibrated and recorded (`sigma_at`, `planned_entry`, ...): exactly
-at μ for exact GDP, calibrated to its standalone ε for the others. `make_accountant` is the one
-constructor; `accountant_from_config` builds the one a config asks for.
+at μ for exact GDP, calibrated to its standalone ε for the others. `make_accountant` builds the one
+`REGISTRY` names; `accountant_from_config` builds the one a config asks for.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.privacy.calibrate import bisect_log, calibrate_log_sigma, smallest_sigma
+from dphpo.privacy.composition import COMPOSITIONS, Composition
+from dphpo.privacy.events import EVENTS
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps, mu_of_steps, sigma_for_steps
 from dphpo.privacy.ledger import Ledger, LedgerEntry, infeasible_error
 from dphpo.privacy.planning import BudgetPlanner
 from dphpo.privacy.prv import clt_sigma, prv_sigma_for
 from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
 
-ACCOUNTANTS = ("gdp", "rdp", "prv")
 ADJACENCIES = ("add_remove", "replace_one")
 # Orders of the RDP curve of a full-batch Gaussian run: λ − 1 from 1e-2 to 1e4.
 RUN_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-2, 1e4, 240), np.arange(2.0, 65.0)]))
@@ -89,8 +92,8 @@ class RunAccountant(Protocol):
 
 def check_accounting(accountant: str, adjacency: str, batch_size: int | None) -> None:
     """Refuse combinations no accountant here covers, naming the config keys."""
-    if accountant not in ACCOUNTANTS:
-        raise ConfigError(f"privacy.accountant: expected one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
+    if accountant not in REGISTRY:
+        raise ConfigError(f"privacy.accountant: expected one of {', '.join(REGISTRY)}, got {accountant!r}")
     if adjacency not in ADJACENCIES:
         raise ConfigError(f"privacy.adjacency: expected one of {', '.join(ADJACENCIES)}, got {adjacency!r}")
     if batch_size is not None and int(batch_size) < 1:
@@ -370,6 +373,54 @@ def _check_remaining(spent: Ledger, total_eps: float, delta: float) -> float:
     return spent_eps
 
 
+def _gdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+    # No exact GDP form exists for Poisson-subsampled runs: they are recorded as their RDP curve, as
+    # "rdp" records them, and `describe()` and every ledger entry say so.
+    return GdpAccountant(delta, adjacency) if q is None else _rdp(delta, adjacency, q, eps_error, batch_size)
+
+
+def _rdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+    if q is not None and float(q) < 1.0:
+        return RdpSubsampledAccountant(delta, float(q), batch_size)
+    return RdpGaussianAccountant(delta, adjacency)
+
+
+def _prv(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+    return PrvAccountant(delta, 1.0 if q is None else float(q), eps_error, adjacency, batch_size)
+
+
+@dataclass(frozen=True)
+class AccountantSpec:
+    """One value of `privacy.accountant`: how its runs are built (`build(delta, adjacency, sample_rate,
+    eps_error, batch_size)`, sample_rate None for full batch), and — for an accountant that reads a new
+    kind of event — its composition and events, which join `COMPOSITIONS` (before RDP, which reads
+    every built-in kind) and `EVENTS`."""
+
+    name: str
+    build: Callable[[float, str, float | None, float, int | None], RunAccountant]
+    composition: Composition | None = None
+    events: tuple[type, ...] = ()
+
+
+#: Every accountant a config can name. A new one is one file (its run accountant, and its composition
+#: where it reads its own events) plus one `register_accountant` line.
+REGISTRY: dict[str, AccountantSpec] = {
+    "gdp": AccountantSpec("gdp", _gdp),
+    "rdp": AccountantSpec("rdp", _rdp),
+    "prv": AccountantSpec("prv", _prv),
+}
+ACCOUNTANTS = tuple(REGISTRY)
+
+
+def register_accountant(spec: AccountantSpec) -> None:
+    """Make `spec.name` a value of privacy.accountant (and its events readable by every ledger)."""
+    REGISTRY[spec.name] = spec
+    for event in spec.events:
+        EVENTS[event.kind] = event
+    if spec.composition is not None and spec.composition not in COMPOSITIONS:
+        COMPOSITIONS.insert(len(COMPOSITIONS) - 1, spec.composition)
+
+
 def make_accountant(
     accountant: str,
     delta: float,
@@ -378,23 +429,14 @@ def make_accountant(
     eps_error: float = 0.01,
     batch_size: int | None = None,
 ) -> RunAccountant:
-    """The accountant of runs with Poisson sampling rate `sample_rate` (None: full batch).
+    """The accountant of runs with Poisson sampling rate `sample_rate` (None: full batch), from `REGISTRY`.
 
-    "gdp" with a sampling rate below 1 has no exact form: such runs fall back to the RDP of the
-    subsampled Gaussian (what `describe()` and every ledger then say), as "rdp" does. `batch_size`
-    (the B of q = B/N) is only recorded. δ has no default here: the config schema holds the one
-    (`config_delta`).
+    `batch_size` (the B of q = B/N) is only recorded. δ has no default here: the config schema holds
+    the one (`config_delta`).
     """
     subsampled = sample_rate is not None
     check_accounting(accountant, adjacency, (batch_size or 1) if subsampled else None)
-    q = 1.0 if sample_rate is None else float(sample_rate)
-    if accountant == "prv":
-        return PrvAccountant(delta, q, eps_error, adjacency, batch_size)
-    if q < 1.0:
-        return RdpSubsampledAccountant(delta, q, batch_size)
-    if accountant == "rdp" or subsampled:
-        return RdpGaussianAccountant(delta, adjacency)
-    return GdpAccountant(delta, adjacency)
+    return REGISTRY[accountant].build(delta, adjacency, sample_rate, eps_error, batch_size)
 
 
 def sample_rate_for_remaining(

@@ -1,13 +1,11 @@
 """The privacy ledger: every release of a run, composed in one place.
 
-Each entry is one data-dependent release (a training run, a noisy score, a final run, a whole
-tuning procedure) or `count` identical ones, with its cost as μ-GDP (mechanism "gdp"), as an RDP
-curve on a grid of orders (mechanism "rdp"; Papernot–Steinke tuning, RDP-accounted runs) or as the
-parameters (q, σ, T) of a Poisson-subsampled Gaussian run for the PRV accountant (mechanism "prv").
-Every ε that dphpo reports comes from `Ledger.total`, which picks the composition:
-- only GDP entries: exact GDP composition;
-- GDP and PRV entries: all composed numerically by prv-accountant (GDP entries as one Gaussian);
-- any RDP entry: everything composed in RDP (a PRV entry enters as its subsampled-Gaussian RDP curve).
+Each entry records what happened: one mechanism event (`dphpo.privacy.events`: a μ-GDP Gaussian, a
+Poisson-subsampled Gaussian run, an RDP curve) with its parameters, the reason (`what`, `details`)
+and `count` identical repetitions. Every ε that dphpo reports comes from `Ledger.total`, which hands
+the events to the first accountant of `dphpo.privacy.composition.COMPOSITIONS` that reads them all:
+exact GDP for Gaussians alone, prv-accountant where Poisson-subsampled runs join them, RDP otherwise.
+An entry is stored as it always was ("mechanism" names the event's kind), so old result files read.
 """
 
 from __future__ import annotations
@@ -21,46 +19,25 @@ import numpy as np
 from scipy.optimize import brentq
 
 from dphpo.errors import InfeasibleBudgetError
-from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
-from dphpo.privacy.prv import compose_prv
-from dphpo.privacy.rdp import DEFAULT_ORDERS, SUBSAMPLED_ORDERS, rdp_at, rdp_to_dp, subsampled_gaussian_rdp
+from dphpo.privacy.composition import compose
+from dphpo.privacy.composition import rdp as rdp_composition
+from dphpo.privacy.composition.gdp import composed_mu
+from dphpo.privacy.events import EVENTS, Event, Gaussian, PoissonSampledGaussian, RdpCurve
+from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
 
-GDP = "gdp"
-RDP = "rdp"
-PRV = "prv"
-MECHANISMS = (GDP, RDP, PRV)
+GDP = Gaussian.kind
+RDP = RdpCurve.kind
+PRV = PoissonSampledGaussian.kind
+MECHANISMS = tuple(EVENTS)
 #: What a PRV entry's details must hold: the Poisson-subsampled Gaussian of one run.
-PRV_PARAMS = ("q", "sigma", "steps")
-
-_GDP_COMPOSITION = "adaptive GDP composition, mu_total = sqrt(sum mu_i^2) (Dong et al. 2022, Cor. 3.3)"
-_RDP_COMPOSITION = (
-    "adaptive RDP composition (Mironov 2017, Prop. 1): curves summed order by order; GDP entries as "
-    "eps(lambda) = lambda mu^2 / 2; PRV entries as the RDP of their Poisson-subsampled Gaussian (Mironov et al. "
-    "2019); a curve is bounded between its grid orders by its value at the next larger grid order (RDP is "
-    "non-decreasing in the order)"
-)
-_PRV_COMPOSITION = (
-    "numerical composition of privacy random variables (Gopi, Lee & Wutschitz 2021; prv-accountant, upper bound): "
-    "each PRV entry a Poisson-subsampled Gaussian self-composed T x count times, all GDP entries as one Gaussian "
-    "mechanism of noise multiplier 1/mu (mu = sqrt(sum mu_i^2), exact for Gaussians)"
-)
-_RDP_CONVERSION = {
-    "tight": "eps = min_lambda rdp + log((lambda-1)/lambda) - (log delta + log lambda)/(lambda-1) "
-    "(Balle et al. 2020, Thm. 21; Canonne, Kamath & Steinke 2020)",
-    "classic": "eps = min_lambda rdp + log(1/delta)/(lambda-1) (Mironov 2017, Prop. 3)",
-}
+PRV_PARAMS = PoissonSampledGaussian.PARAMS
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One release (or `count` identical releases) and its privacy cost.
-
-    mechanism "gdp": the release is μ-GDP (`mu`). mechanism "rdp": the release satisfies
-    (λ, rdp_values[i])-RDP at each λ = rdp_orders[i]; `mu` is None. mechanism "prv": `steps`
-    Poisson-subsampled Gaussian steps (sampling rate `q`, noise multiplier `sigma`, sensitivity 1),
-    given in `details` with the PRV accountant's `eps_error`; `mu` is None. `count` identical releases
-    compose to √count·μ (GDP), count × the curve (RDP) or count·T steps (PRV).
-    """
+    """One release (or `count` identical releases): its event, stored in the fields a result file has
+    always held — "gdp": `mu`; "rdp": `rdp_orders`/`rdp_values`; "prv": q, σ, steps (and eps_error)
+    in `details`. `event` is the mechanism the fields describe; every accountant reads that."""
 
     what: str
     mu: float | None
@@ -69,45 +46,30 @@ class LedgerEntry:
     details: dict[str, Any] = field(default_factory=dict)
     rdp_orders: tuple[float, ...] | None = None
     rdp_values: tuple[float, ...] | None = None
+    event: Event = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(
-                f"ledger entry {self.what!r}: mechanism must be one of {MECHANISMS}, got {self.mechanism!r}"
-            )
+        if self.mechanism not in EVENTS:
+            raise ValueError(f"ledger entry {self.what!r}: mechanism must be one of {tuple(EVENTS)}, got {self.mechanism!r}")
         if self.count < 0:
             raise ValueError(f"ledger entry {self.what!r}: count must be >= 0, got {self.count}")
-        if self.mechanism == GDP:
-            if self.mu is None or not (self.mu >= 0 and math.isfinite(self.mu)):
-                raise ValueError(f"ledger entry {self.what!r}: mu must be finite and >= 0, got {self.mu}")
-            if self.rdp_orders is not None or self.rdp_values is not None:
-                raise ValueError(f"ledger entry {self.what!r}: a GDP entry carries no RDP curve")
-        elif self.mechanism == PRV:
-            missing = [k for k in PRV_PARAMS if k not in self.details]
-            if missing or self.mu is not None or self.rdp_orders is not None:
-                raise ValueError(
-                    f"ledger entry {self.what!r}: a PRV entry has mu=None, no RDP curve and details {PRV_PARAMS}"
-                    + (f" (missing: {', '.join(missing)})" if missing else "")
-                )
-            q, sigma, steps = (self.details[k] for k in PRV_PARAMS)
-            if not (0.0 < q <= 1.0 and sigma > 0 and math.isfinite(sigma) and int(steps) == steps and steps >= 0):
-                raise ValueError(
-                    f"ledger entry {self.what!r}: need 0 < q <= 1, finite sigma > 0, integer steps >= 0; "
-                    f"got q={q}, sigma={sigma}, steps={steps}"
-                )
-        else:
-            if self.rdp_orders is None or self.rdp_values is None:
-                raise ValueError(f"ledger entry {self.what!r}: an RDP entry needs rdp_orders and rdp_values")
-            if len(self.rdp_orders) != len(self.rdp_values) or len(self.rdp_orders) == 0:
-                raise ValueError(
-                    f"ledger entry {self.what!r}: rdp_orders and rdp_values must be non-empty and equally long"
-                )
-            orders = np.asarray(self.rdp_orders, dtype=float)
-            values = np.asarray(self.rdp_values, dtype=float)
-            if np.any(~np.isfinite(orders)) or np.any(orders < 1.0):
-                raise ValueError(f"ledger entry {self.what!r}: RDP orders must be finite and >= 1")
-            if np.any(np.isnan(values)) or np.any(values < 0):
-                raise ValueError(f"ledger entry {self.what!r}: RDP values must be >= 0 (inf allowed)")
+        event = EVENTS[self.mechanism].stored(self.mu, self.details, self.rdp_orders, self.rdp_values, self.what)
+        event.check(self.what)
+        object.__setattr__(self, "event", event)
+
+    @classmethod
+    def of(cls, what: str, event: Event, count: int = 1, details: dict[str, Any] | None = None) -> LedgerEntry:
+        """The entry recording `event` (`count` times) for the reason `what`."""
+        stored = event.stored_fields()
+        return cls(
+            what=what,
+            mu=stored.get("mu"),
+            count=int(count),
+            mechanism=event.kind,
+            details=dict(details or {}) | stored.get("details", {}),
+            rdp_orders=stored.get("rdp_orders"),
+            rdp_values=stored.get("rdp_values"),
+        )
 
     @classmethod
     def rdp(
@@ -119,15 +81,8 @@ class LedgerEntry:
         details: dict[str, Any] | None = None,
     ) -> LedgerEntry:
         """An RDP entry from a curve (values at orders)."""
-        return cls(
-            what=what,
-            mu=None,
-            count=int(count),
-            mechanism=RDP,
-            details=dict(details or {}),
-            rdp_orders=tuple(float(o) for o in orders),
-            rdp_values=tuple(float(v) for v in values),
-        )
+        curve = RdpCurve(tuple(float(o) for o in orders), tuple(float(v) for v in values))
+        return cls.of(what, curve, count, details)
 
     @classmethod
     def prv(
@@ -141,25 +96,22 @@ class LedgerEntry:
         details: dict[str, Any] | None = None,
     ) -> LedgerEntry:
         """A PRV entry: `steps` Poisson-subsampled Gaussian steps (rate q, noise multiplier σ)."""
-        params = {"q": float(q), "sigma": float(sigma), "steps": int(steps), "eps_error": float(eps_error)}
-        return cls(what=what, mu=None, count=int(count), mechanism=PRV, details=dict(details or {}) | params)
+        run = PoissonSampledGaussian(float(q), float(sigma), int(steps), float(eps_error))
+        return cls.of(what, run, count, details)
+
+    @property
+    def counted(self) -> tuple[Event, int]:
+        """(event, count): what an accountant reads."""
+        return self.event, self.count
 
     @property
     def mu_total(self) -> float | None:
-        """μ of the `count` releases composed (None for an RDP entry)."""
+        """μ of the `count` releases composed (None unless the event is Gaussian)."""
         return None if self.mu is None else self.mu * math.sqrt(self.count)
 
     def rdp_total_at(self, orders: np.ndarray) -> np.ndarray:
         """RDP of the `count` releases composed, at `orders` (upper bound between grid points)."""
-        orders = np.asarray(orders, dtype=float)
-        if self.mechanism == GDP:
-            return orders * (self.mu_total**2 / 2.0)
-        if self.count == 0:
-            return np.zeros_like(orders)
-        if self.mechanism == PRV:
-            d = self.details
-            return subsampled_gaussian_rdp(d["q"], d["sigma"], int(d["steps"]) * self.count, orders)
-        return self.count * rdp_at(self.rdp_orders, self.rdp_values, orders)
+        return rdp_composition.event_rdp(self.event, self.count, np.asarray(orders, dtype=float))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -178,22 +130,16 @@ class LedgerEntry:
     @classmethod
     def from_dict(cls, e: dict[str, Any]) -> LedgerEntry:
         mechanism = e.get("mechanism", GDP)
-        if mechanism == PRV:
-            return cls(what=e["what"], mu=None, count=e.get("count", 1), mechanism=PRV, details=e.get("details", {}))
-        if mechanism == RDP:
-            return cls.rdp(
-                e["what"],
-                [float(o) for o in e["rdp_orders"]],
-                [float(v) for v in e["rdp_values"]],  # float("inf") reads io.write_json's "inf"
-                count=e.get("count", 1),
-                details=e.get("details", {}),
-            )
+        orders, values = e.get("rdp_orders"), e.get("rdp_values")
         return cls(
             what=e["what"],
-            mu=e["mu"],
+            mu=e.get("mu"),
             count=e.get("count", 1),
             mechanism=mechanism,
             details=e.get("details", {}),
+            # float("inf") reads io.write_json's "inf"
+            rdp_orders=None if orders is None else tuple(float(o) for o in orders),
+            rdp_values=None if values is None else tuple(float(v) for v in values),
         )
 
 
@@ -217,9 +163,7 @@ class Ledger:
         self, what: str, orders: Sequence[float], values: Sequence[float], count: int = 1, **details: Any
     ) -> LedgerEntry:
         """Record `count` releases, each satisfying (λ, values[i])-RDP at λ = orders[i]."""
-        entry = LedgerEntry.rdp(what, orders, values, count=count, details=details)
-        self.entries.append(entry)
-        return entry
+        return self.append(LedgerEntry.rdp(what, orders, values, count=count, details=details))
 
     def append(self, entry: LedgerEntry) -> LedgerEntry:
         self.entries.append(entry)
@@ -233,91 +177,32 @@ class Ledger:
         return Ledger(self.entries)
 
     @property
+    def events(self) -> list[tuple[Event, int]]:
+        """(event, count) of every entry: what the accountants read."""
+        return [e.counted for e in self.entries]
+
+    @property
     def is_gdp(self) -> bool:
-        """True when every entry is GDP (the total is then an exact GDP composition)."""
-        return all(e.mechanism == GDP for e in self.entries)
+        """True when every entry is a Gaussian event (the total is then an exact GDP composition)."""
+        return all(isinstance(e.event, Gaussian) for e in self.entries)
 
     @property
     def mu(self) -> float:
-        """μ of all releases composed; defined only for an all-GDP ledger."""
+        """μ of all releases composed; defined only for an all-Gaussian ledger."""
         if not self.is_gdp:
             raise ValueError("this ledger holds RDP entries: it has no single mu; use total(delta)")
-        return compose_mu(e.mu_total for e in self.entries)
-
-    def rdp_orders(self) -> np.ndarray:
-        """The orders on which a ledger with RDP entries is composed: the union of the entries' grids
-        (PRV entries: the integer grid of subsampled mechanisms)."""
-        grids = [np.asarray(e.rdp_orders, dtype=float) for e in self.entries if e.mechanism == RDP]
-        if any(e.mechanism == PRV for e in self.entries):
-            grids.append(SUBSAMPLED_ORDERS)
-        if not grids:
-            return DEFAULT_ORDERS.copy()
-        return np.unique(np.concatenate(grids))
+        return composed_mu(self.events)
 
     def rdp_curve(self, orders: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(orders, RDP of every release composed) — GDP entries enter as λμ²/2, PRV entries as their RDP."""
-        orders = self.rdp_orders() if orders is None else np.asarray(orders, dtype=float)
-        total = np.zeros_like(orders)
-        for e in self.entries:
-            total = total + e.rdp_total_at(orders)
-        return orders, total
+        """(orders, RDP of every release composed) — Gaussians enter as λμ²/2, subsampled runs as their RDP."""
+        return rdp_composition.curve(self.events, orders)
 
     def total(self, delta: float, *, rdp_conversion: str = "tight") -> dict[str, Any]:
-        """Total (ε, δ) of every release composed.
-
-        All-GDP ledger: exact GDP composition (accountant "gdp_closed_form"). GDP and PRV entries only:
-        prv-accountant's upper bound over all of them (accountant "prv"; the looser RDP bound is
-        recorded beside it as `rdp_eps`). Any RDP entry: every entry as an RDP curve, summed, converted
-        to (ε, δ) (accountant "rdp"; the orders are recorded).
-        """
-        if self.is_gdp:
-            mu = self.mu
-            return {
-                "eps": eps_from_mu(mu, delta) if mu > 0 else 0.0,
-                "delta": delta,
-                "mu": mu,
-                "accountant": "gdp_closed_form",
-                "composition": _GDP_COMPOSITION,
-            }
-        if not any(e.mechanism == RDP for e in self.entries):
-            return self._prv_total(delta, rdp_conversion)
-        return self._rdp_total(delta, rdp_conversion)
-
-    def _prv_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
-
-        gauss_sq = sum(e.mu_total**2 for e in self.entries if e.mechanism == GDP)
-        runs: dict[tuple[float, float], int] = {}  # runs sharing one subsampled Gaussian add their steps
-        for e in self.entries:
-            if e.mechanism == PRV and e.count > 0 and e.details["steps"] > 0:
-                key = (float(e.details["q"]), float(e.details["sigma"]))
-                runs[key] = runs.get(key, 0) + int(e.details["steps"]) * e.count
-        eps_error = min(float(e.details.get("eps_error", 0.01)) for e in self.entries if e.mechanism == PRV)
-        bounds = compose_prv(tuple(sorted((q, s, t) for (q, s), t in runs.items())), math.sqrt(gauss_sq), delta, eps_error)
-        return {
-            "eps": bounds["eps_upper"],
-            "delta": delta,
-            "mu": None,
-            "accountant": bounds["accountant"],
-            "composition": _PRV_COMPOSITION,
-            "prv": bounds,
-            "rdp_eps": self._rdp_total(delta, rdp_conversion)["eps"],
-        }
-
-    def _rdp_total(self, delta: float, rdp_conversion: str) -> dict[str, Any]:
-        if rdp_conversion not in _RDP_CONVERSION:
-            raise ValueError(f"rdp_conversion must be one of {sorted(_RDP_CONVERSION)}, got {rdp_conversion!r}")
-        orders, curve = self.rdp_curve()
-        eps, order = rdp_to_dp(orders, curve, delta, conversion=rdp_conversion, return_order=True)
-        return {
-            "eps": eps,
-            "delta": delta,
-            "mu": None,
-            "accountant": "rdp",
-            "composition": _RDP_COMPOSITION,
-            "conversion": _RDP_CONVERSION[rdp_conversion],
-            "optimal_order": order,
-            "orders": [float(o) for o in orders],
-        }
+        """Total (ε, δ) of every release composed, by the first accountant of
+        `dphpo.privacy.composition.COMPOSITIONS` that reads every event: exact GDP ("gdp_closed_form")
+        for Gaussians alone; prv-accountant's upper bound ("prv", the looser RDP bound beside it as
+        `rdp_eps`) with Poisson-subsampled runs; RDP ("rdp", with its orders) with any RDP curve."""
+        return compose(self.events, delta, rdp_conversion=rdp_conversion)
 
     def to_dict(self, delta: float) -> dict[str, Any]:
         return {"total": self.total(delta), "entries": [e.to_dict() for e in self.entries]}

@@ -35,6 +35,10 @@ from dphpo.privacy.rdp import (
 #: Names accepted for the distribution of the number of trials K, and the η they fix.
 DISTRIBUTIONS = {"logarithmic": 0.0, "geometric": 1.0, "tnb": None, "poisson": math.inf}
 
+#: How δ̂ of a Poisson number of trials is bounded: "gdp" (exact GDP δ of the base run, the default) or
+#: "rdp" (from its RDP curve, as dp_accounting's RepeatAndSelectDpEvent does).
+POISSON_DELTA_BOUNDS = ("gdp", "rdp")
+
 
 def resolve_distribution(distribution: str, eta: float | None = None) -> tuple[str, float]:
     """(kind, η) for a distribution name: logarithmic (η=0), geometric (η=1), tnb (η > −1), poisson (η=∞)."""
@@ -179,8 +183,8 @@ def ps_gdp_rdp(
     with np.errstate(divide="ignore"):
         log_mean_term = np.where(lam > 1.0, math.log(mean_trials) / np.where(lam > 1.0, lam - 1.0, 1.0), np.inf)
     if kind == "poisson":
-        if poisson_delta not in ("gdp", "rdp"):
-            raise ValueError(f"poisson_delta must be 'gdp' or 'rdp', got {poisson_delta!r}")
+        if poisson_delta not in POISSON_DELTA_BOUNDS:
+            raise ValueError(f"poisson_delta must be one of {POISSON_DELTA_BOUNDS}, got {poisson_delta!r}")
         if poisson_delta == "rdp":
             return ps_rdp(orders, base, "poisson", mean_trials)
         if mu_trial == 0.0:
