@@ -20,6 +20,7 @@ from dphpo.privacy.accountant import (
     PrvAccountant,
     RdpGaussianAccountant,
     RdpSubsampledAccountant,
+    PlanningAccountant,
     RunAccountant,
     accountant_from_config,
 )
@@ -152,7 +153,7 @@ ACCOUNTANTS = {
 @pytest.mark.parametrize("name", ACCOUNTANTS)
 def test_sigma_for_eps_round_trips_from_below(name):
     acc = ACCOUNTANTS[name]
-    assert isinstance(acc, RunAccountant)
+    assert isinstance(acc, RunAccountant) and isinstance(acc, PlanningAccountant)
     for eps, steps in ((0.5, 40), (2.0, 100)):
         sigma = acc.sigma_for_eps(eps, steps)
         got = acc.standalone_eps(sigma, steps)

@@ -18,7 +18,7 @@ from dphpo.hpo.registry import SUPPORTED
 from dphpo.hpo.selection import SelectionRule, select_best
 from dphpo.hpo.space import SearchSpace
 from dphpo.hpo.trial_queue import TrialQueue
-from dphpo.privacy.accountant import RunAccountant, accountant_from_config
+from dphpo.privacy.accountant import PlanningAccountant, accountant_from_config
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
@@ -43,7 +43,7 @@ def targets_of(config: dict) -> list[float]:
     return [float(e) for e in config["privacy"]["target_eps"]]
 
 
-def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> RunAccountant:
+def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> PlanningAccountant:
     """The exact-GDP run accountant every baseline plans with (the trainer's, else the config's).
 
     The baselines plan every run as exactly μ-GDP (their RDP bounds too start from that), so they
@@ -67,7 +67,7 @@ def gdp_accountant(config: dict, trainer: PrivateTrainer | None = None) -> RunAc
 
 def context(
     config: dict, trainer: PrivateTrainer | None = None, method: str | None = None
-) -> tuple[RunAccountant, SearchSpace, SelectionRule, list[float]]:
+) -> tuple[PlanningAccountant, SearchSpace, SelectionRule, list[float]]:
     """The parts of a config every baseline shares: run accountant (the trainer's own where `method`
     accepts any accountant in `hpo.registry.SUPPORTED` — methods of single full-budget runs —, else
     `gdp_accountant`), search space, selection, targets."""
@@ -154,7 +154,7 @@ def run_composed(
     return results
 
 
-def _plan_candidates(method: str, accountant: RunAccountant, selection: SelectionRule, target: float,
+def _plan_candidates(method: str, accountant: PlanningAccountant, selection: SelectionRule, target: float,
                      cands: Sequence[tuple[float, int]], noise: NoiseScope, queue: TrialQueue) -> tuple[float, list[dict]]:
     """(μ of each run, the trial records) of one target's candidates, queued for the batch."""
     mu = accountant.runs_mu(target, len(cands), selection.mu_per_release, method)
@@ -174,7 +174,7 @@ def _plan_candidates(method: str, accountant: RunAccountant, selection: Selectio
     return mu, trials
 
 
-def _candidate_ledger(trainer: PrivateTrainer, accountant: RunAccountant, outcome, idx: np.ndarray, trials: list[dict],
+def _candidate_ledger(trainer: PrivateTrainer, accountant: PlanningAccountant, outcome, idx: np.ndarray, trials: list[dict],
                       mu: float, mechanism: str) -> Ledger:
     """Each trial's metrics (and the outcome's extras) added to its record, and its run to the ledger."""
     ledger = Ledger()

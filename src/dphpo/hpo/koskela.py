@@ -39,7 +39,7 @@ from dphpo.hpo.papernot_steinke import (
 )
 from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.trial_queue import TrialQueue
-from dphpo.privacy.accountant import RunAccountant
+from dphpo.privacy.accountant import PlanningAccountant
 from dphpo.privacy.ledger import LedgerEntry
 from dphpo.privacy.planning import BUDGET_SAFETY
 from dphpo.privacy.randomness import NoiseScope
@@ -115,7 +115,7 @@ def planned_ledger(kc: KoskelaConfig, mu_final: float, mu_score: float, truncati
     return ledger
 
 
-def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, accountant: RunAccountant) -> dict:
+def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, accountant: PlanningAccountant) -> dict:
     """The largest μ_f whose tuning + final run total is at most the target (bisection in log μ_f)."""
     delta = accountant.delta
     trunc = truncation_delta(kc.ps, target_eps, delta, METHOD)
@@ -193,7 +193,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     ]
 
 
-def _plan_tuning(kc: KoskelaConfig, selection: SelectionRule, accountant: RunAccountant, space, noise: NoiseScope,
+def _plan_tuning(kc: KoskelaConfig, selection: SelectionRule, accountant: PlanningAccountant, space, noise: NoiseScope,
                  target: float, queue: TrialQueue) -> list:
     """[target, its plan (`plan`), K, the trial records]: the tuning trials on X1, queued for the batch."""
     p = plan(kc, selection, target, accountant)

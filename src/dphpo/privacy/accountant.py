@@ -47,7 +47,9 @@ MINIBATCH_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([np.arange(2.0, 129.
 
 @runtime_checkable
 class RunAccountant(Protocol):
-    """How ONE training run of `steps` steps at noise multiplier σ is accounted (`dphpo.train.protocol` uses it)."""
+    """How ONE training run of `steps` steps at noise multiplier σ is accounted (`dphpo.train.protocol`
+    uses it): the event it records and the σ that meets a budget. A new accountant writes `entry`;
+    `_Accountant` derives the rest from the ledger."""
 
     name: str
     delta: float
@@ -62,7 +64,14 @@ class RunAccountant(Protocol):
 
     def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float: ...
 
-    # the planning calls of the HPO methods (`BudgetPlanner` and `_Accountant`)
+
+@runtime_checkable
+class PlanningAccountant(RunAccountant, Protocol):
+    """A run accountant with the planning calls of the HPO methods: the budget plans of `BudgetPlanner`
+    (its own object, `dphpo.privacy.planning`) and how a run planned at a Gaussian budget μ is
+    calibrated and recorded — exactly at μ where runs are exact GDP, calibrated to its standalone ε
+    otherwise. `_Accountant` provides them all for any `entry`."""
+
     exact_gdp: bool
 
     def mu_for_eps(self, eps: float) -> float: ...
@@ -373,19 +382,19 @@ def _check_remaining(spent: Ledger, total_eps: float, delta: float) -> float:
     return spent_eps
 
 
-def _gdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+def _gdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> PlanningAccountant:
     # No exact GDP form exists for Poisson-subsampled runs: they are recorded as their RDP curve, as
     # "rdp" records them, and `describe()` and every ledger entry say so.
     return GdpAccountant(delta, adjacency) if q is None else _rdp(delta, adjacency, q, eps_error, batch_size)
 
 
-def _rdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+def _rdp(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> PlanningAccountant:
     if q is not None and float(q) < 1.0:
         return RdpSubsampledAccountant(delta, float(q), batch_size)
     return RdpGaussianAccountant(delta, adjacency)
 
 
-def _prv(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> RunAccountant:
+def _prv(delta: float, adjacency: str, q: float | None, eps_error: float, batch_size: int | None) -> PlanningAccountant:
     return PrvAccountant(delta, 1.0 if q is None else float(q), eps_error, adjacency, batch_size)
 
 
@@ -397,7 +406,7 @@ class AccountantSpec:
     every built-in kind) and `EVENTS`."""
 
     name: str
-    build: Callable[[float, str, float | None, float, int | None], RunAccountant]
+    build: Callable[[float, str, float | None, float, int | None], PlanningAccountant]
     composition: Composition | None = None
     events: tuple[type, ...] = ()
 
@@ -428,7 +437,7 @@ def make_accountant(
     sample_rate: float | None = None,
     eps_error: float = 0.01,
     batch_size: int | None = None,
-) -> RunAccountant:
+) -> PlanningAccountant:
     """The accountant of runs with Poisson sampling rate `sample_rate` (None: full batch), from `REGISTRY`.
 
     `batch_size` (the B of q = B/N) is only recorded. δ has no default here: the config schema holds
@@ -476,7 +485,7 @@ def sample_rate_for_remaining(
     return bisect_log(ok, good=lo, bad=hi, rtol=rtol)
 
 
-def accountant_from_config(config: dict, n_train: int | None = None) -> RunAccountant:
+def accountant_from_config(config: dict, n_train: int | None = None) -> PlanningAccountant:
     """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error} and
     training.batch_size (q = B/N, so minibatch configs need `n_train`)."""
     p, t = config.get("privacy", {}) or {}, config.get("training", {}) or {}

@@ -18,7 +18,7 @@ import torch
 from dphpo.data.metrics import majority_label_scores
 from dphpo.io import atomic_path
 from dphpo.privacy.accountant import (
-    RunAccountant,
+    PlanningAccountant,
     accountant_from_config,
     check_accounting,
     config_delta,
@@ -72,7 +72,7 @@ class TrainSettings:
             return None
         return min(1.0, self.batch_size / n_public)
 
-    def accountant_for(self, n_public: int) -> RunAccountant:
+    def accountant_for(self, n_public: int) -> PlanningAccountant:
         """The accountant of one run on a training set of declared size `n_public`
         (`dphpo.privacy.accountant.make_accountant`; `accountant_from_config` also reads privacy.eps_error)."""
         return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_public), batch_size=self.batch_size)
@@ -134,7 +134,7 @@ class LinearHeadTrainer:
     kind = "linear_head"
     metric = "accuracy"
 
-    def __init__(self, features: PreparedFeatures, settings: TrainSettings, accountant: RunAccountant | None = None) -> None:
+    def __init__(self, features: PreparedFeatures, settings: TrainSettings, accountant: PlanningAccountant | None = None) -> None:
         self.features, self.settings = features, settings
         self.accountant = settings.accountant_for(features.n_public) if accountant is None else accountant
 

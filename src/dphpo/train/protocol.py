@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.privacy.accountant import RunAccountant
+from dphpo.privacy.accountant import PlanningAccountant
 
 #: Metrics a trainer may report, and whether higher is better.
 #: SQuAD F1 is in percent, as the official evaluate-v2.0.py reports it (dphpo.tasks.question_answering).
@@ -47,7 +47,7 @@ class PrivateTrainer(Protocol):
     # the declared public size of the training set: the only size the mechanism uses (normalizers,
     # Poisson rates, δ = 1/(2N)); under add/remove adjacency the private count is not public
     n_public: int
-    accountant: RunAccountant  # how one of its runs is accounted
+    accountant: PlanningAccountant  # how one of its runs is accounted
 
     def provenance(self) -> dict: ...
 
