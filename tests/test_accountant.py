@@ -17,10 +17,10 @@ from dphpo.privacy.accountant import (
     MINIBATCH_RDP_ORDERS,
     RUN_RDP_ORDERS,
     GdpAccountant,
+    PlanningAccountant,
     PrvAccountant,
     RdpGaussianAccountant,
     RdpSubsampledAccountant,
-    PlanningAccountant,
     RunAccountant,
     accountant_from_config,
 )
