@@ -49,7 +49,8 @@ def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_fil
     assert dphpo(["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"snakemake --cores all --configfile {out} --replace-workflow-config" in printed
-    assert "barely rank r" in printed  # 240 training images: the selection noise is most of the signal
+    # 232 training images: the planner says the stages cannot rank r, and what the recommended rule does instead
+    assert "cannot rank stage trials" in printed and "public prior" in printed
     text = out.read_text()
     assert "COUNTED on your files" in text and "test_split: public" in text
     config = yaml.safe_load(text)
@@ -57,8 +58,13 @@ def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_fil
     section = config["datasets"][name]
     assert name == "digit_pngs" and section["kind"] == "image_folder" and section["public_n_train"] == printed_count(printed)
     assert config["studies"] == [{"dataset": "digit_pngs", "extractor": "efficientnet_lite0"}]
+    assert config["selection"]["noise_std"] == "auto"  # planned from the public size, not MNIST's 300 counts
     assert config["variants"]["safeguarded"]["linear_scaling"]["safeguard"] is True  # the recommended rule runs
     assert config["privacy"]["delta"] < 1 / section["public_n_train"]
+    # its tables in their own folder, named after the config, with a comment saying why
+    assert config["namespace"] == "mine"
+    assert "# namespace: this study's tables and figures go to results/tables/mine/" in text
+    assert text.index("# namespace:") < text.index("\nnamespace: mine\n")
     assert dphpo(["check-config", str(out)]) == 0
     assert dphpo(["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]) == 2  # never overwrites
     assert "exists: pass --add" in capsys.readouterr().err
@@ -95,6 +101,7 @@ def test_the_readme_commands_run_a_study_of_each_kind(user_files, tmp_path, monk
     out = Path("config") / "pets.yaml"
     assert dphpo(["init", "--texts", str(user_files / "reviews.csv"), "--text-field", "comment", "--out", str(out), "--add"]) == 0
     assert dphpo(["init", "--features", str(user_files / "feats.npz"), "--out", str(out), "--add"]) == 0
+    assert yaml.safe_load(out.read_text())["namespace"] == "pets"  # --add keeps the config's namespace
     small = tmp_path / "small.yaml"  # the test's only change: fewer seeds, budgets and grid points
     small.write_text(yaml.safe_dump(SMALL))
     args = shlex.split(run)[1:]
@@ -107,6 +114,25 @@ def test_the_readme_commands_run_a_study_of_each_kind(user_files, tmp_path, monk
             record = json.loads(path.read_text())
             assert record["within_budget"] and record["total_eps"] <= 2.0, (dataset, method, variant)
             assert record["test_accuracy"] > 0.2, (dataset, method, variant)  # chance: 0.1, 0.5, 0.1
-    table = (tmp_path / "results" / "tables" / "linear_scaling.md").read_text()
+    table = (tmp_path / "results" / "tables" / "pets" / "linear_scaling.md").read_text()  # its namespace
+    assert not (tmp_path / "results" / "tables" / "linear_scaling.md").exists()
     for dataset in ("pets", "reviews", "feats"):
         assert dataset in table
+
+
+def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
+    from dphpo.init_study import EMBEDDED, Inspection, add_dataset, new_config, render, study_namespace
+
+    assert study_namespace(Path("config/pets.yaml"), "pets") == "pets"
+    assert study_namespace(Path("studies/my pets v2.yaml"), "pets") == "my_pets_v2"
+    assert study_namespace(Path("pareto.yaml"), "d") == "pareto_study"  # a folder of the paper's figures
+    embedded = yaml.safe_load(EMBEDDED.read_text())
+    found = Inspection("feats", "features", 600, 200, [str(c) for c in range(10)], "feats.npz")
+    section = {"kind": "features", "path": "/data/feats.npz"}
+    config = new_config(found, section, embedded, "mine")
+    assert config["namespace"] == "mine"
+    other = Inspection("more", "features", 600, 200, [str(c) for c in range(10)], "more.npz")
+    assert add_dataset(config, other, section, embedded)["namespace"] == "mine"
+    config.pop("namespace")  # a config written before namespaces keeps its tables' paths
+    assert "namespace" not in add_dataset(config, other, section, embedded)
+    assert "# namespace:" not in render(config | {"datasets": {"feats": {"public_n_train": 600, "kind": "features"}}}, "cmd")

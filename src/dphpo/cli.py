@@ -256,6 +256,7 @@ def _privacy_plan(args: argparse.Namespace) -> int:
         if args.eps1 is None or args.eps2 is None:
             args.parser.error("--eps1 and --eps2 are required (or --stage-eps E1 E2 ...)")
         stage_eps = [args.eps1, args.eps2]
+    selection = _planned_selection(args, len(stage_eps))
     try:
         plan = plan_stages(
             args.total_eps,
@@ -270,6 +271,10 @@ def _privacy_plan(args: argparse.Namespace) -> int:
     fields = {k: v for k, v in plan.items() if k != "ledger"}
     fields["target_eps"] = args.total_eps
     fields["ledger"] = plan["ledger"].to_dict(args.delta)
+    if selection is not None:
+        fields["selection_plan"] = {"noise_std": selection.noise_std, "signal": selection.signal, "why": selection.why()}
+        if not args.json:
+            print(selection.why())
     return _emit(
         args,
         plan["final_eps"],
@@ -277,6 +282,21 @@ def _privacy_plan(args: argparse.Namespace) -> int:
         f"standalone eps of the final run (total eps={plan['total_eps']:.6g} at delta={args.delta:g}, "
         f"final mu={plan['final_mu']:.6g}):",
     )
+
+
+def _planned_selection(args: argparse.Namespace, n_stages: int):
+    """With --n-public: the selection noise the planner chooses (`selection.noise_std: auto`), whose μ
+    replaces --selection-mu."""
+    if args.n_public is None:
+        return None
+    from dphpo.hpo.selection import plan_selection_noise
+
+    if args.selection_mu:
+        args.parser.error("give either --selection-mu or --n-public (the planner's noise), not both")
+    releases = n_stages * (args.n if args.selections_per_stage is None else args.selections_per_stage)
+    plan = plan_selection_noise(args.n_public, args.total_eps, args.delta, max(1, releases))
+    args.selection_mu = 1.0 / plan.noise_std
+    return plan
 
 
 def _check_eta(args: argparse.Namespace) -> float | None:
@@ -454,6 +474,13 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=nonnegative_int,
         default=None,
         help="noisy score releases per stage (default: --n)",
+    )
+    p.add_argument(
+        "--n-public",
+        type=positive_int,
+        default=None,
+        help="public size N of the training set: the selection noise is planned from it (selection.noise_std: auto), "
+        "and the plan says whether released scores that noisy can rank trials",
     )
 
     for name, handler, text in (

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from dphpo import layout
 from dphpo.data.files import FileDataset, table_columns
 from dphpo.errors import ConfigError
+from dphpo.hpo.linear_scaling_plan import LinearScalingConfig
+from dphpo.hpo.selection import AUTO, selection_rule
 from dphpo.io import write_text
 from dphpo.studies.checks import load_config_file
 from dphpo.studies.validate import SCHEMA, validate_config
@@ -86,10 +90,21 @@ def default_delta(n_train: int) -> float:
     return min(1e-5, 10.0 ** math.floor(math.log10(1.0 / (10 * n_train))))
 
 
-def new_config(found: Inspection, section: dict, embedded: dict) -> dict:
-    """A whole config for one dataset: its section, the study, its extractor, and the embedded methods."""
+def study_namespace(out: Path, name: str) -> str:
+    """The namespace of a new config's tables and figures (config `namespace`): the config file's name
+    (`config/pets.yaml`: pets), made a folder name; the dataset's name where nothing of it is left."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", out.stem).lstrip("_.-")
+    if not stem:
+        stem = name
+    return f"{stem}_study" if stem in layout.RESERVED_NAMESPACES else stem
+
+
+def new_config(found: Inspection, section: dict, embedded: dict, namespace: str | None = None) -> dict:
+    """A whole config for one dataset: its section, the study, its extractor, and the embedded methods;
+    its tables and figures in their own folders `namespace` (config `namespace`) where one is given."""
     extractor, extractor_section = EXTRACTORS[found.kind]
-    config = {
+    config = {} if namespace is None else {"namespace": namespace}
+    config |= {
         "data_dir": "data",
         "datasets": {found.name: section | {"public_n_train": found.n_train, "test_split": "public"}},
         "studies": [{"dataset": found.name, "extractor": extractor}],
@@ -98,6 +113,8 @@ def new_config(found: Inspection, section: dict, embedded: dict) -> dict:
         "seeds": [0, 1, 2],
     }
     config.update({key: copy.deepcopy(embedded[key]) for key in COPIED if key in embedded})
+    # the selection noise planned per target from the public size (the embedded 300 counts suit 60,000 records)
+    config["selection"] = dict(config.get("selection") or {}) | {"noise_std": AUTO}
     config["baselines"] = copy.deepcopy(embedded["baselines"]) | {"methods": list(BASELINES)}
     config["baselines"].pop("oso_dpsgd_cnn", None)  # opt-in raw-pixel CNN: not for a first study
     return config
@@ -132,23 +149,39 @@ HEADER = """\
 """
 
 
+#: Above the `namespace` key: why it is there.
+NAMESPACE_COMMENT = """\
+# namespace: this study's tables and figures go to results/tables/{namespace}/ and results/figures/{namespace}/
+# (e.g. results/tables/{namespace}/hpo_comparison.md), so that another config's study (the embedded one, another
+# `dphpo init`) never overwrites them; its runs share results/runs/ (one folder per dataset, extractor, settings).
+"""
+
+
 def render(config: dict, command: str) -> str:
-    """The config as YAML under a header that says what was counted and what the guarantee assumes."""
+    """The config as YAML under a header that says what was counted and what the guarantee assumes (and,
+    above its `namespace`, where its tables go)."""
     counted = ", ".join(f"{name}: {s['public_n_train']:,}" for name, s in config["datasets"].items() if s.get("kind"))
-    return HEADER.format(command=command, counted=counted) + "\n" + yaml.safe_dump(
-        config, sort_keys=False, default_flow_style=None, width=100
-    )
+    body = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
+    if config.get("namespace") is not None:
+        comment = NAMESPACE_COMMENT.format(namespace=config["namespace"])
+        body = re.sub(r"^(?=namespace:)", lambda _: comment, body, count=1, flags=re.MULTILINE)
+    return HEADER.format(command=command, counted=counted) + "\n" + body
 
 
 def size_note(config: dict, found: Inspection) -> str | None:
-    """A warning where the selection noise (an absolute count, set for MNIST's 60,000 records) is a large
-    share of the data: the stage trials' released scores then barely rank r."""
-    noise = float(config["selection"]["noise_std"])
-    if noise < 0.05 * found.n_train:
+    """What the selection planner says at the smallest target (public quantities only): where released
+    scores cannot rank trials, the recommended rule spends its whole budget on one run at the public prior."""
+    planned, releases = selection_rule(config, found.n_train), LinearScalingConfig.from_config({"safeguard": True}).selection_releases
+    targets = sorted(float(e) for e in config["privacy"]["target_eps"])
+    below = [e for e in targets if not planned.at(e, releases).predicts_signal]
+    if not below:
         return None
-    return (f"note: selection.noise_std = {noise:g} correct-answer counts is {noise / found.n_train:.0%} of {found.name}'s "
-            f"{found.n_train:,} training records: the stage trials' released scores barely rank r at this size, so the "
-            "rule's picks are close to random; compare it with random_search (one random run) in the tables")
+    eps = targets[0]
+    rule = planned.at(eps, releases)
+    return (f"note: {found.name} has {found.n_train:,} training records: at target eps {', '.join(f'{e:g}' for e in below)} "
+            f"the selection noise ({rule.noise_std:.3g} counts at eps={eps:g}) cannot rank stage trials, so the recommended "
+            "rule (variants.safeguarded) skips its stages there and spends the whole budget on one run at the public prior "
+            "r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
 
 
 def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | None, add: bool = False,
@@ -165,7 +198,9 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     section = dataset_section(kind, path.resolve(), text_field, label_field)
     found = inspect_data(name, section)
     embedded = yaml.safe_load(EMBEDDED.read_text())
-    config = add_dataset(load_config_file(out), found, section, embedded) if add else new_config(found, section, embedded)
+    # --add keeps the config's namespace (or its absence: a config without one keeps its tables' paths)
+    config = (add_dataset(load_config_file(out), found, section, embedded) if add
+              else new_config(found, section, embedded, study_namespace(out, name)))
     validate_config(copy.deepcopy(config), SCHEMA, create_key=False)
     command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
     out.parent.mkdir(parents=True, exist_ok=True)

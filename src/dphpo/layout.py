@@ -40,6 +40,15 @@ FIGURE = "results/figures/{figure}.png"
 HEATMAP = "results/figures/heatmaps/{dataset}/{extractor}.png"  # one per study
 PARETO = "results/figures/pareto/{dataset}.png"  # one per dataset
 
+# The namespace of a study's own tables and figures (config `namespace`, issue 30): with one, they
+# lie in results/tables/<namespace>/ and results/figures/<namespace>/ (their logs in
+# results/logs/tables/<namespace>/), so that studies of several configs keep their tables side by
+# side; without one (None), where they always were. The paper target's tables never take one. Runs
+# need none: their paths already say dataset, extractor, method and variant, and their settings hash.
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: Folders of results/figures/ the paper target writes into (HEATMAP, PARETO): not a namespace.
+RESERVED_NAMESPACES = ("heatmaps", "pareto")
+
 # evaluations a table reads instead of computing them itself (Table 5: released heads on shifted
 # test sets; sealed JSON, so that the table job reads records only)
 EVALUATION = "results/evaluations/{name}.json"
@@ -60,7 +69,7 @@ JOB_FINAL = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final"
 JOB_REDUCE = "linear_scaling_reduced/{dataset}/{extractor}/{variant}/seed{seed}/eps{eps}"  # Table 14
 JOB_NONPRIVATE = "nonprivate/{dataset}/{extractor}"
 JOB_METHOD = "{method}/{dataset}/{extractor}/{variant}/seed{seed}"  # rule run_method (baselines)
-JOB_TABLE = "tables/{table}"  # the study's own tables (linear_scaling, hpo_comparison)
+JOB_TABLE = "tables/{table}"  # the study's own tables (linear_scaling, hpo_comparison; `table_log`)
 JOB_PAPER = "paper/{item}"  # a table or figure of the paper target
 JOB_AUDIT = "audit"
 
@@ -109,17 +118,40 @@ def benchmark(job: str, **values) -> str:
     return partial(BENCHMARK, job=partial(job, **values))
 
 
-def table(name: str, ext: str) -> str:
-    return path(TABLE, table=name, ext=ext)
+def namespace(config: dict) -> str | None:
+    """The namespace of a config's study tables and figures (config `namespace`), None without one."""
+    value = config.get("namespace")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.match(NAMESPACE_PATTERN, value) or value in RESERVED_NAMESPACES:
+        raise ValueError(f"namespace: {value!r} is not a folder name matching {NAMESPACE_PATTERN} "
+                         f"(nor one of {', '.join(RESERVED_NAMESPACES)})")
+    return value
 
 
-def tables(name: str, formats: tuple[str, ...] = TABLE_FORMATS) -> list[str]:
+def namespaced(name: str, namespace: str | None = None) -> str:
+    """`name` inside the folder `namespace` (a table, figure or job name), unchanged without one."""
+    return name if namespace is None else f"{namespace}/{name}"
+
+
+def table(name: str, ext: str, namespace: str | None = None) -> str:
+    """A table file; a study's own tables take the config's `namespace` (`namespace(config)`)."""
+    return path(TABLE, table=namespaced(name, namespace), ext=ext)
+
+
+def tables(name: str, formats: tuple[str, ...] = TABLE_FORMATS, namespace: str | None = None) -> list[str]:
     """One table in several formats."""
-    return [table(name, ext) for ext in formats]
+    return [table(name, ext, namespace) for ext in formats]
 
 
-def figure(name: str) -> str:
-    return path(FIGURE, figure=name)
+def figure(name: str, namespace: str | None = None) -> str:
+    """A single-file figure; a study's own figures take the config's `namespace`, as `table`."""
+    return path(FIGURE, figure=namespaced(name, namespace))
+
+
+def table_log(name: str, namespace: str | None = None) -> str:
+    """The log of the job of a study's own table (JOB_TABLE), in the table's namespace."""
+    return log(JOB_TABLE, table=namespaced(name, namespace))
 
 
 def sibling(result_path: str, name: str) -> str:

@@ -41,23 +41,23 @@ rule table_hpo_comparison:
         results=study_results(),
         references=nonprivate_results(),
     output:
-        md=layout.table("hpo_comparison", "md"),
-        csv=layout.table("hpo_comparison", "csv"),
-        tex=layout.table("hpo_comparison", "tex"),
+        md=layout.table("hpo_comparison", "md", NAMESPACE),
+        csv=layout.table("hpo_comparison", "csv", NAMESPACE),
+        tex=layout.table("hpo_comparison", "tex", NAMESPACE),
         html=report(
-            layout.table("hpo_comparison", "html"),
+            layout.table("hpo_comparison", "html", NAMESPACE),
             caption="../report/hpo_comparison_table.rst",
             category="HPO comparison",
             labels={"item": "Table", "shows": "every method at equal total ε, RERR"},
         ),
         figure=report(
-            layout.figure("hpo_comparison_accuracy_vs_eps"),
+            layout.figure("hpo_comparison_accuracy_vs_eps", NAMESPACE),
             caption="../report/hpo_comparison_figure.rst",
             category="HPO comparison",
             labels={"item": "Figure", "shows": "accuracy vs total ε, every method"},
         ),
     log:
-        layout.log(layout.JOB_TABLE, table="hpo_comparison"),
+        layout.table_log("hpo_comparison", NAMESPACE),
     conda:
         "../../envs/dphpo.yaml"
     params:

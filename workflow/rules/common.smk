@@ -45,6 +45,8 @@ try:
     EPS_LABELS = [layout.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
+    # the folder of the study's own tables and figures (None: results/tables/, results/figures/)
+    NAMESPACE = layout.namespace(config)
 except DPHPOError as err:
     raise WorkflowError(f"invalid config: {err}") from None
 
@@ -187,13 +189,14 @@ if workflow.is_main_process and not workflow.remote_exec:
 
 
 def study_outputs():
+    """What `all` makes: the released models, the study's tables and figures (in its namespace)."""
     return (
         released_models()
-        + layout.tables("linear_scaling", ("md", "csv", "html"))
-        + [layout.figure("linear_scaling_accuracy_vs_eps")]
-        + layout.tables("hpo_comparison")
-        + [layout.figure("hpo_comparison_accuracy_vs_eps")]
-        + layout.tables("study_provenance", ("md", "html"))
+        + layout.tables("linear_scaling", ("md", "csv", "html"), NAMESPACE)
+        + [layout.figure("linear_scaling_accuracy_vs_eps", NAMESPACE)]
+        + layout.tables("hpo_comparison", namespace=NAMESPACE)
+        + [layout.figure("hpo_comparison_accuracy_vs_eps", NAMESPACE)]
+        + layout.tables("study_provenance", ("md", "html"), NAMESPACE)
     )
 
 

@@ -1,4 +1,4 @@
-# Tables and figures from the result files.
+# Tables and figures from the result files, in the config's namespace (config `namespace`).
 
 
 # reads a few JSON files: runs in the main process, never queued on a cluster
@@ -12,22 +12,22 @@ rule table_linear_scaling:
         results=rule_results(),
         references=nonprivate_results(),
     output:
-        md=layout.table("linear_scaling", "md"),
-        csv=layout.table("linear_scaling", "csv"),
+        md=layout.table("linear_scaling", "md", NAMESPACE),
+        csv=layout.table("linear_scaling", "csv", NAMESPACE),
         html=report(
-            layout.table("linear_scaling", "html"),
+            layout.table("linear_scaling", "html", NAMESPACE),
             caption="../report/linear_scaling_table.rst",
             category="Linear scaling rule",
             labels={"item": "Table", "shows": "accuracy at each total ε"},
         ),
         figure=report(
-            layout.figure("linear_scaling_accuracy_vs_eps"),
+            layout.figure("linear_scaling_accuracy_vs_eps", NAMESPACE),
             caption="../report/linear_scaling_figure.rst",
             category="Linear scaling rule",
             labels={"item": "Figure", "shows": "accuracy vs total ε"},
         ),
     log:
-        layout.log(layout.JOB_TABLE, table="linear_scaling"),
+        layout.table_log("linear_scaling", NAMESPACE),
     conda:
         "../../envs/dphpo.yaml"
     params:
@@ -44,15 +44,15 @@ rule table_study_provenance:
         results=study_results(),
         references=nonprivate_results(),
     output:
-        md=layout.table("study_provenance", "md"),
+        md=layout.table("study_provenance", "md", NAMESPACE),
         html=report(
-            layout.table("study_provenance", "html"),
+            layout.table("study_provenance", "html", NAMESPACE),
             caption="../report/paper_provenance.rst",
             category="Provenance",
             labels={"item": "Provenance", "shows": "config, code, data, accountant"},
         ),
     log:
-        layout.log(layout.JOB_TABLE, table="study_provenance"),
+        layout.table_log("study_provenance", NAMESPACE),
     conda:
         "../../envs/dphpo.yaml"
     script:

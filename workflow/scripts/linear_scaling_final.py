@@ -17,7 +17,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
         trainer,
         study_config.linear_scaling_config(cfg),
         study_config.search_space(cfg),
-        study_config.selection_rule(cfg),
+        study_config.selection_rule(cfg, trainer.n_public),
         study_config.target_eps(cfg),
         noise,
         stages=[read_json(p) for p in snakemake.input.stages],

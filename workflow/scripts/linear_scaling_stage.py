@@ -20,7 +20,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
         trainer,
         study_config.linear_scaling_config(cfg),
         study_config.search_space(cfg),
-        study_config.selection_rule(cfg),
+        study_config.selection_rule(cfg, trainer.n_public),
         study_config.target_eps(cfg),
         noise,
         stage=int(wc.stage),
@@ -31,4 +31,4 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
         cfg, trainer, noise=noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method="linear_scaling"
     )
     write_json(snakemake.output.stage, stage)
-    log.info("stage %s: selected r = %s", wc.stage, [s["selected_r"] for s in stage["searches"]])
+    log.info("stage %s: selected r = %s", wc.stage, [s.get("selected_r", "none: " + s.get("no_signal", "")) for s in stage["searches"]])

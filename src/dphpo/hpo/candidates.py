@@ -15,7 +15,7 @@ import numpy as np
 from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.registry import SUPPORTED
-from dphpo.hpo.selection import SelectionRule, select_best
+from dphpo.hpo.selection import SelectionRule, select_best, selection_rule
 from dphpo.hpo.space import SearchSpace
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import PlanningAccountant, accountant_from_config
@@ -75,7 +75,7 @@ def context(
     return (
         trainer.accountant if any_accountant and trainer is not None else gdp_accountant(config, trainer),
         SearchSpace.from_config(config["search_space"]),
-        SelectionRule.from_config(config.get("selection", {})),
+        selection_rule(config, None if trainer is None else trainer.n_public),
         targets_of(config),
     )
 
@@ -133,7 +133,8 @@ def run_composed(
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
         ledger = _candidate_ledger(trainer, accountant, outcome, idx, trials, mu, mechanism)
-        best, selection_info = _select_candidate(selection, outcome, idx, trials, ledger, noise.rng(method, "selection", f"{target:.10g}"))
+        rule = selection.at(target, len(trials))
+        best, selection_info = _select_candidate(rule, outcome, idx, trials, ledger, noise.rng(method, "selection", f"{target:.10g}"))
         chosen = trials[best]
         results.append(
             MethodResult(
@@ -157,7 +158,7 @@ def run_composed(
 def _plan_candidates(method: str, accountant: PlanningAccountant, selection: SelectionRule, target: float,
                      cands: Sequence[tuple[float, int]], noise: NoiseScope, queue: TrialQueue) -> tuple[float, list[dict]]:
     """(μ of each run, the trial records) of one target's candidates, queued for the batch."""
-    mu = accountant.runs_mu(target, len(cands), selection.mu_per_release, method)
+    mu = accountant.runs_mu(target, len(cands), selection.at(target, len(cands)).mu_per_release, method)
     trials = []
     for i, (e, t) in enumerate(cands):
         sigma_i = accountant.sigma_at(mu, target, int(t))

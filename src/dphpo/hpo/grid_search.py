@@ -152,4 +152,4 @@ def check(config: dict) -> None:
     GridConfig.from_config(config, ORACLE).points(space)
     grid = GridConfig.from_config(config, ACCOUNTED).points(space)
     for target in targets:
-        accountant.runs_mu(target, len(grid), selection.mu_per_release, ACCOUNTED)
+        accountant.runs_mu(target, len(grid), selection.at(target, len(grid)).mu_per_release, ACCOUNTED)

@@ -35,6 +35,7 @@ from dphpo.hpo.papernot_steinke import (
     noisy_scores,
     score_mu,
     secret_count_fields,
+    trial_selection,
     truncation_delta,
 )
 from dphpo.hpo.selection import SelectionRule
@@ -160,14 +161,14 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     kc = KoskelaConfig.from_config(config)
     x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample"))
     queue = TrialQueue()
-    plans = [_plan_tuning(kc, selection, accountant, space, noise, target, queue) for target in targets]
+    plans = [_plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue) for target in targets]
     tuning = queue.run(x1, progress=progress, desc=f"{METHOD} tuning")
 
     finals, selected, offset = [], [], 0
     for target, p, _, trials in plans:
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
-        best, (e, t) = _tuned_pick(selection, space, x1, tuning, idx, trials, noise, target)
+        best, (e, t) = _tuned_pick(trial_selection(kc.ps, selection, target), space, x1, tuning, idx, trials, noise, target)
         selected.append(best)  # internal only: the index would reveal the secret K (K >= index + 1)
         finals.append(
             {
@@ -188,7 +189,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         desc=f"{METHOD} final",
     )
     return [
-        _result(trainer, final, j, kc, selection, plan_, fin, best, x1.n_train)
+        _result(trainer, final, j, kc, trial_selection(kc.ps, selection, plan_[0]), plan_, fin, best, x1.n_train)
         for j, (plan_, fin, best) in enumerate(zip(plans, finals, selected))
     ]
 
@@ -275,11 +276,11 @@ def check(config: dict) -> None:
     kc = KoskelaConfig.from_config(config)
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
-    mu_s = score_mu(selection)
     for target in targets:
+        mu_s = score_mu(trial_selection(kc.ps, selection, target))
         # feasibility only (a full plan takes ~1 s per target): noise-only trials must fit the budget
         trunc = truncation_delta(kc.ps, target, accountant.delta, METHOD)
         spent = planned_ledger(kc, 1e-9, mu_s, trunc).total(accountant.delta)["eps"]
         if spent > target:
-            plan(kc, selection, target, accountant)  # raises with the full message
+            plan(kc, trial_selection(kc.ps, selection, target), target, accountant)  # raises with the full message
 

@@ -37,11 +37,14 @@ from dphpo.hpo.linear_scaling_plan import (
     check_budgets,
     choose_final_r,
     fit_points,
+    no_signal,
+    prior_r,
     safeguarded_section,
     search_key,
+    search_selection,
     stage_searches,
 )
-from dphpo.hpo.selection import SelectionRule, release_scores
+from dphpo.hpo.selection import SelectionRule, release_scores, selection_rule
 from dphpo.hpo.space import Decomposed, SearchSpace
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import sample_rate_for_remaining
@@ -69,21 +72,30 @@ def run_stage(
     the plan (each search's budget and trials), training, then each search's pick."""
     _check_stage(lsc, stage, previous)
     acc = trainer.accountant
-    check_budgets(lsc, selection, targets, acc.delta)
+    check_budgets(lsc, selection, targets, acc.delta, trainer.n_parameters)
     _check_accounting(lsc, acc)
     space = lsc.space(space)
     guards = lsc.guards
     prev = {s["key"]: s for s in previous["searches"]} if previous else {}
     searches = stage_searches(lsc, targets, stage)
+    skipped = {key: why for key, s in searches.items() if (why := no_signal(lsc, selection, s, trainer.n_parameters))}
     queue = TrialQueue()
     for key, search in searches.items():
+        if key in skipped:  # nothing trained, nothing released: the target's budget goes to its final run
+            search.update(no_signal=skipped[key], trials=[], ledger=Ledger().to_dict(acc.delta))
+            continue
         r_range = guards.stage_range(space, prev[key] if stage > 1 else None)
         _plan_stage_trials(search, acc, space, r_range, lsc.n_trials, noise, stage, queue)
-    outcome = queue.run(trainer, progress=progress, desc=f"stage {stage}")
-    null_test = _NullModelTest(trainer, stage, selection, noise, guards) if lsc.tests_informative else _no_null_test
+    outcome = queue.run(trainer, progress=progress, desc=f"stage {stage}") if len(queue) else None
+    null_test = _NullModelTest(trainer, stage, noise, guards) if lsc.tests_informative else _no_null_test
     for key, search in searches.items():
-        ledger, pick_score = _pick_in_stage(search, trainer, outcome, queue.indices(key), guards, selection, noise, stage)
-        null_test(search, pick_score, ledger, prev.get(key))
+        if key in skipped:
+            continue
+        sel = search_selection(lsc, selection, search)
+        if sel.planned:  # selection.noise_std: auto: the noise this search's scores were released with
+            search["selection"] = sel.describe()
+        ledger, pick_score = _pick_in_stage(search, trainer, outcome, queue.indices(key), guards, sel, noise, stage)
+        null_test(search, pick_score, ledger, prev.get(key), sel)
         search["ledger"] = ledger.to_dict(acc.delta)
     return {
         "method": METHOD,
@@ -164,7 +176,7 @@ def _pick_in_stage(search: dict, trainer: PrivateTrainer, outcome, idx: np.ndarr
     return ledger, float(scores[best])
 
 
-def _no_null_test(search: dict, pick_score: float, ledger: Ledger, before: dict | None) -> None:
+def _no_null_test(search: dict, pick_score: float, ledger: Ledger, before: dict | None, selection: SelectionRule) -> None:
     """The paper's rule: every pick counts, no null model is released."""
 
 
@@ -172,16 +184,16 @@ class _NullModelTest:
     """`Safeguard.informative_margin`: whether each search's pick beats the null model. The null
     model's score is released at stage 1 (charged to the search's ledger) and carried to later stages."""
 
-    def __init__(self, trainer: PrivateTrainer, stage: int, selection: SelectionRule, noise: NoiseScope, guards: Guards):
+    def __init__(self, trainer: PrivateTrainer, stage: int, noise: NoiseScope, guards: Guards):
         self.null_exact = trainer.null_scores() if stage == 1 else None
-        self.stage, self.metric, self.selection, self.noise, self.guards = stage, trainer.metric, selection, noise, guards
+        self.stage, self.metric, self.noise, self.guards = stage, trainer.metric, noise, guards
 
-    def __call__(self, search: dict, pick_score: float, ledger: Ledger, before: dict | None) -> None:
+    def __call__(self, search: dict, pick_score: float, ledger: Ledger, before: dict | None, selection: SelectionRule) -> None:
         if self.stage == 1:
-            search["null"] = _null_release(self.null_exact, self.metric, search["key"], self.selection, self.noise, ledger)
+            search["null"] = _null_release(self.null_exact, self.metric, search["key"], selection, self.noise, ledger)
         else:
             search["null"] = before["null"]
-        search["informative"] = self.guards.informative(pick_score, search["null"]["score"], self.selection)
+        search["informative"] = self.guards.informative(pick_score, search["null"]["score"], selection)
 
 
 def _null_release(null_exact: tuple[float, float, float], metric: str, key: str, selection: SelectionRule,
@@ -235,7 +247,7 @@ def run_final(
     plans = []
     for target in targets:
         key = search_key(lsc, target)
-        plans.append(_plan_final(acc, lsc, space, target, key, [stage_searches[key] for stage_searches in by_key]))
+        plans.append(_plan_final(acc, lsc, space, target, key, [stage_searches[key] for stage_searches in by_key], trainer))
     outcome = trainer.run_trials(
         [p.dec.eta for p in plans],
         [p.dec.steps for p in plans],
@@ -244,15 +256,24 @@ def run_final(
         progress=progress,
         desc="final runs",
     )
-    return [_final_result(trainer, outcome, j, p, lsc, selection) for j, p in enumerate(plans)]
+    return [_final_result(trainer, outcome, j, p, lsc, search_selection(lsc, selection, p.searches[0])) for j, p in enumerate(plans)]
 
 
-def _plan_final(acc, lsc: LinearScalingConfig, space: SearchSpace, target: float, key: str, searches: list[dict]) -> _FinalPlan:
-    """What is left of the target after the search, the final r chosen from the picks, its (η, T) and σ."""
+def _plan_final(acc, lsc: LinearScalingConfig, space: SearchSpace, target: float, key: str, searches: list[dict],
+                trainer: PrivateTrainer) -> _FinalPlan:
+    """What is left of the target after the search, the final r chosen from the picks, its (η, T) and σ
+    (a search without signal: the whole budget, at the public prior r)."""
     ledger = Ledger()
     for s in searches:
         ledger.extend(Ledger.from_dict(s["ledger"]))
     mu_f = acc.remaining_mu(target, ledger, what=f"final run at target eps={target:g}")
+    if searches[0].get("no_signal"):
+        n, p = trainer.n_public, trainer.n_parameters
+        choice = prior_r(lsc, space, mu_f, n, p)
+        dec = choice.space.decompose(choice.r)
+        fit = {"no_signal": searches[0]["no_signal"], "prior": f"r = {lsc.safeguard.no_signal_prior:g} * mu * N / sqrt(P)",
+               "mu": mu_f, "n_public": n, "n_parameters": p, "r_prior": choice.r_extrapolated, "r_clamped": choice.r}
+        return _FinalPlan(float(target), key, ledger, dec, acc.sigma_for_remaining(ledger, target, dec.steps), fit, searches)
     # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
     # places the final run on the fitted line (exact GDP: the final run itself).
     eps_f = acc.gaussian_eps(mu_f)
@@ -316,7 +337,7 @@ def _final_result(trainer: PrivateTrainer, outcome, j: int, p: _FinalPlan, lsc: 
         search={
             "config": lsc.describe(),
             "stage_budgets_eps": [s["eps"] for s in p.searches],
-            "selected_r": [s["selected_r"] for s in p.searches],
+            "selected_r": [s.get("selected_r") for s in p.searches],  # None: no signal, no stage run
             "fit": p.fit,
             "shared_search_key": p.key,
         },
@@ -436,7 +457,7 @@ def run_from_config(trainer: PrivateTrainer, config: dict, noise: NoiseScope, pr
         trainer,
         LinearScalingConfig.from_config(config.get("linear_scaling", {})),
         SearchSpace.from_config(config["search_space"]),
-        SelectionRule.from_config(config.get("selection", {})),
+        selection_rule(config, trainer.n_public),
         [float(e) for e in config["privacy"]["target_eps"]],
         noise,
         progress,

@@ -5,7 +5,8 @@ safeguards as strategies (`LinearScalingConfig.guards`). Running it is dphpo.hpo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -27,7 +28,7 @@ from dphpo.hpo.linear_scaling_guards import (
     whole_range,
     within_grid,
 )
-from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.selection import SIGNAL_FRACTION, SelectionRule
 from dphpo.hpo.space import DECOMPOSE_POLICIES, R_SAMPLINGS, SearchSpace
 from dphpo.privacy.ledger import Ledger, plan_final_mu
 from dphpo.privacy.planning import BudgetPlanner
@@ -82,6 +83,12 @@ class Safeguard:
     # search; where the picks climb to its edge, the linear scaling law points past it (MiniLM, the
     # tiny GPT-2: docs/methods.md §2a). Post-processing of the released picks. None: clamped to the grid
     beyond_grid: bool | None = None
+    # where the selection noise cannot rank trials (noise above SIGNAL_FRACTION of the public size N:
+    # `SelectionRule.predicts_signal`), the target spends nothing on stages: its whole budget goes to one
+    # final run at the public prior r = no_signal_prior·μ·N (μ of that run, clamped to the grid). Both
+    # the decision and r read public quantities only (N, ε, δ, the configured noise): no privacy cost.
+    # The slope came from public proxies (experiments/selection_planner.py). None: the stages always run
+    no_signal_prior: float | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -102,6 +109,8 @@ class Safeguard:
             raise ConfigError(f"{key}.later_stage_cap: must be in (0, 1] (a fraction of r_max), got {self.later_stage_cap}")
         if self.beyond_grid and self.max_extrapolation is None:
             raise ConfigError(f"{key}.beyond_grid: needs {key}.max_extrapolation (a final r beyond the grid must stay bounded)")
+        if self.no_signal_prior is not None and not self.no_signal_prior > 0:
+            raise ConfigError(f"{key}.no_signal_prior: must be > 0 (r per unit of mu*N), got {self.no_signal_prior}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -115,13 +124,20 @@ class Safeguard:
         number = lambda k: None if cfg.get(k) is None else float(cfg[k])  # noqa: E731
         return cls(decompose=cfg.get("decompose"), max_extrapolation=number("max_extrapolation"), sampling=cfg.get("sampling"),
                    fit=cfg.get("fit"), informative_margin=number("informative_margin"), tie_margin=number("tie_margin"),
-                   later_stage_cap=number("later_stage_cap"), beyond_grid=cfg.get("beyond_grid"))
+                   later_stage_cap=number("later_stage_cap"), beyond_grid=cfg.get("beyond_grid"),
+                   no_signal_prior=number("no_signal_prior"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid") if getattr(self, k) is not None}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid", "no_signal_prior") if getattr(self, k) is not None}
 
+
+#: The no-signal path's public prior r = NO_SIGNAL_PRIOR·μ·N/√P (P: the head's d·K weights): the grid
+#: oracle's r on public subsets (3 seeds, N = 500 … 5,000, ε = 0.25 … 2) sits at a median 0.07 μN on
+#: digits (P = 640) and 0.02 μN on MNIST pixels (P = 7,840): 1.8 μN/√P for both
+#: (experiments/selection_planner.py; docs/methods.md §3).
+NO_SIGNAL_PRIOR = 1.8
 
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only: experiments/safeguard_constants.py on synthetic_shapes, and tie_margin 1,
@@ -129,7 +145,7 @@ class Safeguard:
 #: reads: 54.9 % for the paper's rule, 62 % with these guards; on synthetic_shapes they are within
 #: 0.4 points of the mean at ε >= 0.25); docs/methods.md §2a.
 RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin",
-                                  tie_margin=1.0, later_stage_cap=1.0, beyond_grid=True)
+                                  tie_margin=1.0, later_stage_cap=1.0, beyond_grid=True, no_signal_prior=NO_SIGNAL_PRIOR)
 
 
 def safeguarded_section(section: dict | None) -> dict:
@@ -251,6 +267,11 @@ class LinearScalingConfig:
         return self.guards.pick(scores, rs, selection)
 
     @property
+    def selection_releases(self) -> int:
+        """Scores the search releases under the noisy selection rule (`planned_search_ledger`)."""
+        return self.n_stages * self.n_trials + (1 if self.tests_informative else 0)
+
+    @property
     def n_stages(self) -> int:
         return len(self.stage_eps)
 
@@ -313,9 +334,41 @@ def choose_final_r(lsc: LinearScalingConfig, space: SearchSpace, xs: Sequence[fl
     return FinalChoice(coeffs, r_extrapolated, r_guarded, r_bounded, final_space, final_space.clamp_r(r_bounded), not rs_fit)
 
 
-def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, planner: BudgetPlanner) -> Ledger:
-    """The releases of the whole search as planned (before any training), each stage's trials at its μ."""
+def no_signal(lsc: LinearScalingConfig, selection: SelectionRule, search: Mapping, n_parameters: int | None) -> str | None:
+    """Why the search's stages are skipped (`Safeguard.no_signal_prior`): its released scores could not
+    rank trials at this public size. None: the stages run (also for a trainer without a public prior)."""
+    if lsc.safeguard is None or lsc.safeguard.no_signal_prior is None or not n_parameters:
+        return None
+    sel = search_selection(lsc, selection, search)
+    if sel.predicts_signal:
+        return None
+    return (f"no signal: selection noise {sel.noise_std:.4g} counts is {sel.noise_std / sel.n_public:.1%} of N = {sel.n_public} "
+            f"(above {SIGNAL_FRACTION:.0%}): no stage trials; the whole budget to one run at the public prior r")
+
+
+def prior_r(lsc: LinearScalingConfig, space: SearchSpace, mu: float, n_public: int, n_parameters: int) -> FinalChoice:
+    """The no-signal final run's r: no_signal_prior·μ·N/√(parameters), clamped to the grid (nothing fitted).
+    Why this scale: T steps of DP-GD at σ = √T/μ move a head of P weights by noise of norm ~ r·√P/(μN)
+    (r = ηT) against a clipped signal of norm ≤ r, so the r that balances them grows as μN/√P."""
+    r = lsc.safeguard.no_signal_prior * mu * n_public / math.sqrt(n_parameters)
+    return FinalChoice(np.zeros(0), r, r, r, space, space.clamp_r(r), False)
+
+
+def search_selection(lsc: LinearScalingConfig, selection: SelectionRule, search: Mapping) -> SelectionRule:
+    """The selection rule of one search: `selection.noise_std: auto` plans it at the smallest target
+    the search serves (`stage_searches`), for the rule's released scores."""
+    return selection.at(min(search["targets"]), lsc.selection_releases)
+
+
+def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, target_eps: float, planner: BudgetPlanner,
+                          targets: Sequence[float] | None = None, n_parameters: int | None = None) -> Ledger:
+    """The releases of the whole search as planned (before any training), each stage's trials at its μ;
+    `targets`: every target of the run (a search shared by several plans its noise at their smallest)."""
+    search = stage_searches(lsc, targets or [target_eps], 1)[search_key(lsc, target_eps)]
+    selection = search_selection(lsc, selection, search)
     ledger = Ledger()
+    if no_signal(lsc, selection, search, n_parameters):
+        return ledger
     for k, eps_k in enumerate(lsc.stage_budgets(target_eps), start=1):
         ledger.add(f"stage {k} trials", mu=planner.mu_for_eps(eps_k), count=lsc.n_trials, standalone_eps=eps_k)
         if selection.mu_per_release > 0:
@@ -325,12 +378,13 @@ def planned_search_ledger(lsc: LinearScalingConfig, selection: SelectionRule, ta
     return ledger
 
 
-def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: Sequence[float], delta: float) -> dict:
+def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: Sequence[float], delta: float,
+                  n_parameters: int | None = None) -> dict:
     """Final-run budget of every target; raises InfeasibleBudgetError before any training."""
     planner = BudgetPlanner(delta)  # the plan needs δ only: checks run before any trainer exists
     plans = {}
     for target in targets:
-        spent = planned_search_ledger(lsc, selection, target, planner)
+        spent = planned_search_ledger(lsc, selection, target, planner, targets, n_parameters)
         mu_f = plan_final_mu(target, delta, spent, what=f"final run of linear scaling at target eps={target:g}")
         plans[float(target)] = {"final_mu": mu_f, "final_eps": planner.eps_for_mu(mu_f)}
     return plans

@@ -163,7 +163,7 @@ def check(config: dict) -> None:
     accountant, space, selection, targets = context(config)
     cands = OsoConfig.from_config(config).candidates(space)
     for target in targets:
-        accountant.runs_mu(target, len(cands), selection.mu_per_release, METHOD)
+        accountant.runs_mu(target, len(cands), selection.at(target, len(cands)).mu_per_release, METHOD)
 
 
 # ---------------------------------------------------------------------------------------------

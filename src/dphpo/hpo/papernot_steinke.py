@@ -195,6 +195,12 @@ def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str)
     }
 
 
+def trial_selection(psc: PSConfig, selection: SelectionRule, target_eps: float) -> SelectionRule:
+    """The selection of one target's trials (`selection.noise_std: auto`: planned for the mean number
+    of trials, each releasing one score)."""
+    return selection.at(target_eps, math.ceil(psc.k_dist.mean_trials))
+
+
 def score_mu(selection: SelectionRule) -> float:
     """μ of the score each trial releases (0 for a free or a non-private rule)."""
     return selection.mu_per_release
@@ -260,7 +266,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     psc = PSConfig.from_config(config)
     delta = accountant.delta
     queue = TrialQueue()
-    plans = [_plan_target(psc, selection, accountant, space, noise, target, queue) for target in targets]
+    plans = [_plan_target(psc, trial_selection(psc, selection, target), accountant, space, noise, target, queue) for target in targets]
     outcome = queue.run(trainer, progress=progress, desc=METHOD)
 
     results, offset = [], 0
@@ -268,8 +274,9 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
         ledger = _tuning_ledger(psc, p, k_info)
+        rule = trial_selection(psc, selection, target)
         if trials:
-            best, model, released, notes = _release_best(trainer, selection, outcome, idx, trials, noise, target)
+            best, model, released, notes = _release_best(trainer, rule, outcome, idx, trials, noise, target)
         else:
             best, model, released, notes = _release_nothing(trainer)
         results.append(
@@ -280,7 +287,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
                 **model,
                 released=released,
                 ledger=ledger,
-                selection=selection.describe() | {"released_score": True, "cost": "inside each trial's mu_base"},
+                selection=rule.describe() | {"released_score": True, "cost": "inside each trial's mu_base"},
                 trials=trials,
                 search=psc.describe()
                 | k_info
@@ -366,4 +373,4 @@ def check(config: dict) -> None:
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
     for target in targets:
-        plan(psc, selection, target, accountant.delta)
+        plan(psc, trial_selection(psc, selection, target), target, accountant.delta)

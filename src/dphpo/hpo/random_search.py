@@ -86,4 +86,4 @@ def check(config: dict) -> None:
     accountant, _, selection, targets = context(config)
     rsc = RandomSearchConfig.from_config(config)
     for target in targets:
-        accountant.runs_mu(target, rsc.k, selection.mu_per_release, METHOD_K)
+        accountant.runs_mu(target, rsc.k, selection.at(target, rsc.k).mu_per_release, METHOD_K)

@@ -29,6 +29,9 @@ class TrialQueue:
         self.seeds.append(seed)
         self.owner.append(owner)
 
+    def __len__(self) -> int:
+        return len(self.eta)
+
     def run(self, trainer: PrivateTrainer, *, progress: bool, desc: str) -> TrialOutcome:
         return trainer.run_trials(self.eta, self.steps, self.sigma, self.seeds, progress=progress, desc=desc)
 

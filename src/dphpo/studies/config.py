@@ -26,6 +26,7 @@ from dphpo.data.registry import DATASETS, dataset_options
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
 from dphpo.hpo import registry
+from dphpo.hpo import selection as hpo_selection
 from dphpo.hpo.linear_scaling_plan import (
     RECOMMENDED_SAFEGUARD,
     LinearScalingConfig,
@@ -33,7 +34,6 @@ from dphpo.hpo.linear_scaling_plan import (
     check_budgets,
     safeguarded_section,
 )
-from dphpo.hpo.selection import SelectionRule
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
 from dphpo.privacy.randomness import NoiseScope, key_from_config
@@ -308,9 +308,10 @@ def search_space(config: dict):
     return SearchSpace.from_config(config["search_space"])
 
 
-def selection_rule(config: dict):
-    """The config's SelectionRule (dphpo.hpo.selection)."""
-    return SelectionRule.from_config(config.get("selection", {}))
+def selection_rule(config: dict, n_public: int | None = None):
+    """The config's SelectionRule (dphpo.hpo.selection), planning with the public size `n_public` and
+    δ where `selection.noise_std` is auto (without N: the plan's most costly noise, for checks)."""
+    return hpo_selection.selection_rule(config, n_public)
 
 
 def linear_scaling_config(config: dict):

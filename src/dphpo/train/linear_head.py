@@ -155,6 +155,11 @@ class LinearHeadTrainer:
     def n_public(self) -> int:
         return self.features.n_public
 
+    @property
+    def n_parameters(self) -> int:
+        """d·K weights of the head (no bias): public, from the feature width and the label set."""
+        return int(self.features.x_train.shape[1]) * int(self.features.num_classes)
+
     def provenance(self) -> dict:
         f = self.features
         return {

@@ -48,6 +48,9 @@ class PrivateTrainer(Protocol):
     # Poisson rates, δ = 1/(2N)); under add/remove adjacency the private count is not public
     n_public: int
     accountant: PlanningAccountant  # how one of its runs is accounted
+    # the number of trained parameters of a full-batch model whose noise the no-signal prior scales by
+    # (the linear head: d·K, public from the architecture); None: no public prior for this trainer
+    n_parameters: int | None
 
     def provenance(self) -> dict: ...
 

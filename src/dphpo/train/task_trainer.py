@@ -24,6 +24,8 @@ class TaskTrainer:
     """What FinetuneTrainer and DPZOTrainer share: a task, an accountant, evaluation and model release."""
 
     kind = "task"
+    # the no-signal prior (r ∝ μN/√params) is derived for full-batch runs; minibatch fine-tuning has none
+    n_parameters = None
 
     def __init__(self, task, accountant, settings, n_public: int):
         self.task = task

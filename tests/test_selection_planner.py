@@ -1,0 +1,121 @@
+"""The selection planner (issue 29): the selection noise from public quantities, per target, and the
+no-signal path of the recommended rule — one run at a public prior r where the noise cannot rank trials."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dphpo.hpo import linear_scaling as ls
+from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
+from dphpo.hpo.linear_scaling_plan import NO_SIGNAL_PRIOR, RECOMMENDED_SAFEGUARD
+from dphpo.hpo.selection import (
+    FINEST_FRACTION,
+    PLANNED_SHARE,
+    SIGNAL_FRACTION,
+    SelectionRule,
+    plan_selection_noise,
+    selection_rule,
+)
+from dphpo.hpo.space import SearchSpace
+from dphpo.privacy.gdp import mu_from_eps
+from dphpo.privacy.ledger import Ledger
+from dphpo.studies.validate import load_config
+
+from conftest import noise_scope
+
+DELTA = 1e-5
+SPACE = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))
+
+
+@pytest.mark.parametrize("n, eps, releases", [(500, 0.25, 6), (1000, 1.0, 7), (60_000, 0.1, 6), (60_000, 8.0, 6), (5000, 2.0, 30)])
+def test_the_noise_is_the_budget_share_or_the_floor_whichever_is_larger(n, eps, releases):
+    plan = plan_selection_noise(n, eps, DELTA, releases)
+    budgeted = math.sqrt(releases / PLANNED_SHARE) / mu_from_eps(eps, DELTA)
+    assert plan.noise_std == pytest.approx(max(FINEST_FRACTION * n, budgeted), rel=1e-12)
+    # the released scores never spend more than the share, and exactly it where the budget binds
+    assert plan.share <= PLANNED_SHARE * (1 + 1e-9)
+    if budgeted > FINEST_FRACTION * n:
+        assert plan.share == pytest.approx(PLANNED_SHARE, rel=1e-9)
+    assert plan.signal == (plan.noise_std <= SIGNAL_FRACTION * n)
+    assert f"{releases} released scores" in plan.why()
+
+
+def test_mnist_sized_data_gets_the_embedded_configs_noise():
+    # config/config.yaml's 300 counts was tuned on MNIST's 60,000: the planner lands on it at every target
+    for eps in (0.1, 0.25, 1.0, 8.0):
+        assert plan_selection_noise(60_000, eps, DELTA, 6).noise_std == pytest.approx(300.0)
+
+
+def test_auto_is_planned_per_target_and_a_fixed_noise_stays_as_configured():
+    auto = selection_rule({"selection": {"noise_std": "auto"}, "privacy": {"delta": DELTA}}, 1000)
+    at1, at8 = auto.at(1.0, 6), auto.at(8.0, 6)
+    assert at1.noise_std == pytest.approx(plan_selection_noise(1000, 1.0, DELTA, 6).noise_std)
+    assert at8.noise_std < at1.noise_std and at1.planned and "N = 1000" in at1.describe()["planned"]
+    with pytest.raises(ValueError, match="planned per target"):
+        _ = auto.mu_per_release
+    fixed = selection_rule({"selection": {"noise_std": 50.0}, "privacy": {"delta": DELTA}}, 1000)
+    assert fixed.at(1.0, 6) is fixed
+    # records of a fixed noise keep the fields they always had
+    assert list(fixed.describe()) == ["rule", "noise_std", "private", "label"]
+
+
+def test_the_schema_defaults_to_the_planner(tmp_path):
+    tiny = yaml.safe_load((Path(__file__).parent / "configs" / "tiny.yaml").read_text())
+    del tiny["selection"]["noise_std"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(tiny))
+    assert load_config([tmp_path / "c.yaml"])["selection"]["noise_std"] == "auto"
+
+
+def _run(features, selection: SelectionRule, targets, seed=0):
+    lsc = ls.LinearScalingConfig(safeguard=RECOMMENDED_SAFEGUARD)
+    return ls.run(LinearHeadTrainer(features, TrainSettings()), lsc, SPACE, selection, targets, noise=noise_scope(seed))
+
+
+def test_without_signal_the_whole_budget_goes_to_one_run_at_the_public_prior(digits_features):
+    n = digits_features.n_public
+    noisy = SelectionRule(noise_std=0.1 * n, n_public=n, delta=DELTA)
+    assert not noisy.predicts_signal
+    for res in _run(digits_features, noisy, [0.5, 2.0]):
+        # no stage trial, no released score: the ledger is the final run alone, at the whole target
+        assert res.trials == [] and [e.what for e in res.ledger.entries] == ["final run"]
+        assert res.ledger.total(DELTA)["eps"] == pytest.approx(res.target_eps, rel=1e-6)
+        assert res.ledger.total(DELTA)["eps"] <= res.target_eps
+        mu = res.ledger.entries[0].mu
+        prior = NO_SIGNAL_PRIOR * mu * n / math.sqrt(64 * 10)  # digits: a head of 64 x 10 weights
+        assert res.search["fit"]["r_prior"] == pytest.approx(prior)
+        assert res.released["r_requested"] == pytest.approx(SPACE.clamp_r(prior))
+        assert "no signal" in res.search["fit"]["no_signal"]
+
+
+def test_the_no_signal_decision_reads_only_public_quantities(digits_features):
+    # the same N, noise, ε and δ with other labels: the same path and the same r (nothing data-dependent)
+    n = digits_features.n_public
+    noisy = SelectionRule(noise_std=0.1 * n, n_public=n, delta=DELTA)
+    shuffled = dataclasses.replace(digits_features, y_train=digits_features.y_train.flip(0))
+    a, b = _run(digits_features, noisy, [1.0]), _run(shuffled, noisy, [1.0])
+    assert a[0].released["r"] == b[0].released["r"] and a[0].released["sigma"] == b[0].released["sigma"]
+
+
+def test_with_signal_the_stages_run_as_before(digits_features):
+    n = digits_features.n_public
+    clear = SelectionRule(noise_std=SIGNAL_FRACTION * n, n_public=n, delta=DELTA)  # at the threshold: signal
+    assert clear.predicts_signal
+    unknown_n = dataclasses.replace(clear, n_public=None)
+    a, b = _run(digits_features, clear, [8.0]), _run(digits_features, unknown_n, [8.0])
+    assert len(a[0].trials) == 6 and "no_signal" not in a[0].search["fit"]
+    assert a[0].released == b[0].released  # the planner's knowledge of N changes nothing where there is signal
+    assert isinstance(a[0].ledger, Ledger) and any("selection" in e.what for e in a[0].ledger.entries)
+
+
+def test_privacy_plan_prints_the_planners_choice_and_whether_there_is_signal(capsys):
+    from dphpo.cli import main
+
+    args = ["privacy", "plan", "--total-eps", "1", "--delta", "1e-5", "--n", "3", "--eps1", "0.1", "--eps2", "0.2"]
+    assert main(args + ["--n-public", "60000"]) == 0
+    out = capsys.readouterr().out
+    assert "selection.noise_std = 300 counts = 0.50% of N = 60000" in out and "can rank the trials" in out
+    assert main(args + ["--n-public", "1000"]) == 0
+    assert "NO SIGNAL" in capsys.readouterr().out
