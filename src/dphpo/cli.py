@@ -781,6 +781,39 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Measured GPU throughput of the batched trainer (issue 31: one H100, fp32, CIFAR-10 x ViT-B shapes,
+#: 64 trials: 21.4 TFLOP/s), for `plan-cost --device cuda` on a machine without the GPU.
+GPU_GFLOPS = {"h100": 21_400.0}
+
+
+def _plan_cost(args: argparse.Namespace) -> int:
+    from dphpo.studies import cost
+    from dphpo.studies.validate import load_config
+
+    config = load_config(args.configfile)
+    if args.gflops:
+        gflops, source = args.gflops, "given (--gflops)"
+    elif args.device == "cuda":
+        gflops, source = GPU_GFLOPS[args.gpu], f"measured on one {args.gpu.upper()} (issue 31, fp32, 64 trials)"
+    else:
+        gflops, source = cost.measure_gflops(), "measured here now (the batched trainer on synthetic features)"
+    rules = cost.plan_cost(config, gflops, overhead_s=args.overhead)
+    total = sum(r.seconds or 0 for r in rules)
+    if args.json:
+        print(json.dumps({"gflops": gflops, "source": source, "overhead_s": args.overhead, "total_seconds": total,
+                          "rules": [vars(r) for r in rules]}, indent=2))
+        return 0
+    print(f"throughput {gflops:,.0f} GFLOP/s ({source}); {args.overhead:g} s start-up per job")
+    print(f"{'rule':<34} {'jobs':>5} {'trial-steps':>12} {'TFLOP':>10} {'est. time':>10}")
+    for r in rules:
+        when = "-" if r.seconds is None else f"{r.seconds / 60:.1f} min"
+        print(f"{r.rule:<34} {r.jobs:>5} {r.trial_steps:>12,.0f} {r.flop / 1e12:>10,.1f} {when:>10}" + (f"  ({r.note})" if r.note else ""))
+    print(f"{'total (one job at a time)':<34} {sum(r.jobs for r in rules):>5} {sum(r.trial_steps for r in rules):>12,.0f} "
+          f"{sum(r.flop for r in rules) / 1e12:>10,.1f} {total / 60:>6.1f} min")
+    print("not counted: feature extraction, the CNN baseline's training and the language rules (their jobs are in the DAG)")
+    return 0
+
+
 def _init(args: argparse.Namespace) -> int:
     from dphpo.init_study import init_study
 
@@ -834,6 +867,21 @@ def add_check_config_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def add_plan_cost_parser(subparsers: Any) -> argparse.ArgumentParser:
+    text = ("What the study target of a config costs before it runs: per rule, its jobs, the trial-steps they train in "
+            "expectation and their FLOP (4 N d K per trial-step), and the time at a throughput measured here (a few "
+            "seconds), given, or measured on a named GPU.")
+    p = subparsers.add_parser("plan-cost", help="the study target's cost per rule, before it runs", description=text)
+    p.add_argument("--configfile", nargs="+", required=True, metavar="FILE", help="the config file(s), in snakemake's order")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cpu: measure here; cuda: a named GPU's throughput")
+    p.add_argument("--gpu", choices=sorted(GPU_GFLOPS), default="h100", help="the GPU of --device cuda")
+    p.add_argument("--gflops", type=positive_float, default=None, help="the trainer's throughput in GFLOP/s (instead of measuring)")
+    p.add_argument("--overhead", type=nonnegative_float, default=15.0, help="seconds of start-up per job (imports, the cache)")
+    p.add_argument("--json", action="store_true", help="print one JSON object with every field")
+    p.set_defaults(handler=_plan_cost)
+    return p
+
+
 def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
     from dphpo import treediff
 
@@ -845,6 +893,7 @@ def add_diff_parser(subparsers: Any) -> argparse.ArgumentParser:
 #: builders of the top-level subcommands (each: subparsers -> its parser, with `handler` set)
 SUBCOMMAND_BUILDERS: list[Callable[[Any], argparse.ArgumentParser]] = [
     add_privacy_parser, add_audit_parser, add_verify_parser, add_release_parser, add_diff_parser, add_check_config_parser,
+    add_plan_cost_parser,
     add_init_parser,
 ]
 

@@ -1,0 +1,162 @@
+"""What the study target (`all`) costs before it runs: `dphpo plan-cost` (issue 32).
+
+Per rule of the DAG: its jobs (the searches `study_jobs` lists, every seed; the linear scaling rule's
+stage and final jobs; the non-private references), the trial-steps they train in expectation (a
+method's trials × the mean T of its grid: the r a search samples is not known before it runs), and
+their FLOP: 4·N·d·K per trial-step, the batched trainer's two GEMMs (benchmarks/README.md). Time is
+FLOP over a throughput measured here (`measure_gflops`: the trainer itself on synthetic features,
+a few seconds) or given, plus a start-up cost per job (imports, reading the feature cache). The
+CNN baseline and the language rules are listed with their job counts, not timed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from dphpo.data.registry import DATASETS
+from dphpo.features.networks import build_network
+from dphpo.hpo.grid_search import ACCOUNTED, ORACLE, GridConfig
+from dphpo.hpo.koskela import KoskelaConfig
+from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, stage_searches
+from dphpo.hpo.oso import OsoConfig
+from dphpo.hpo.papernot_steinke import PSConfig
+from dphpo.hpo.random_search import RandomSearchConfig
+from dphpo.hpo.space import SearchSpace
+from dphpo.studies import config as study_config
+from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+
+#: Seconds a job spends before and after training on this kind of machine (imports, the feature
+#: cache, writing): ~15 s per linear scaling job on 2 cores (results/benchmarks of `make study`).
+JOB_OVERHEAD_S = 15.0
+#: Feature widths of the extractors whose caches do not exist yet (the cache's own width wins); timm
+#: models and the publicly pretrained networks are built on the `meta` device to read theirs.
+FEATURE_DIMS = {"efficientnet_lite0": 1280, "minilm_l6": 384, "minilm": 384}
+#: Raw pixels per image of the built-in image datasets (extractor kind `raw`).
+RAW_WIDTHS = {"digits": 64, "mnist": 784, "fashion_mnist": 784, "emnist": 784, "cifar10": 3072, "cifar100": 3072,
+              "svhn": 3072, "synthetic_shapes": 3072}
+#: Methods whose cost this model does not cover (another model than the linear head).
+NOT_MODELLED = {"oso_dpsgd_cnn": "a CNN on raw pixels (DP-SGD), not the linear head"}
+
+
+@dataclass
+class RuleCost:
+    rule: str
+    jobs: int
+    trial_steps: float
+    flop: float
+    seconds: float | None
+    note: str = ""
+
+
+def _mean_t(space: SearchSpace) -> float:
+    return float(np.mean(space.steps))
+
+
+def _grid_steps(config: dict, space: SearchSpace, method: str) -> float:
+    return float(sum(t for _, t in GridConfig.from_config(config, method).points(space)))
+
+
+#: Expected trial-steps of one search job (one seed, every target) of each method.
+TRIAL_STEPS: dict[str, Callable[[dict, SearchSpace, int], float]] = {
+    "random_search": lambda c, s, n: n * _mean_t(s),
+    "random_search_k": lambda c, s, n: n * RandomSearchConfig.from_config(c).k * _mean_t(s),
+    "grid_oracle": lambda c, s, n: n * _grid_steps(c, s, ORACLE),
+    "grid_accounted": lambda c, s, n: n * _grid_steps(c, s, ACCOUNTED),
+    "papernot_steinke": lambda c, s, n: n * PSConfig.from_config(c).k_dist.mean_trials * _mean_t(s),
+    # trials on the q-subsample (a q share of the rows), then one final run on all of them
+    "koskela": lambda c, s, n: n * (KoskelaConfig.from_config(c).q * KoskelaConfig.from_config(c).ps.k_dist.mean_trials + 1) * _mean_t(s),
+    "oso_dpsgd": lambda c, s, n: n * sum(t for _, t in OsoConfig.from_config(c).candidates(s)),
+    "mehta": lambda c, s, n: float(n),
+}
+
+
+def study_shape(config: dict, dataset: str, extractor: str, feature_dim: int | None = None) -> tuple[int, int | None, int]:
+    """(N, d, K) of a study from public sizes: the dataset's public N and classes (registry or the
+    config's own-data section), the extractor's width (the cache's if given, else FEATURE_DIMS)."""
+    own = (config.get("datasets") or {}).get(dataset) or {}
+    spec = DATASETS.get(dataset)
+    n = int(own.get("public_n_train") or (spec.public_n_train if spec else 0))
+    k = int(own.get("num_classes") or (spec.num_classes if spec else 0))
+    return n, feature_dim or feature_width(config, dataset, extractor), k
+
+
+def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
+    """The width d of an extractor's features, without weights or data (None where unknown)."""
+    spec = (config.get("extractors") or {}).get(extractor) or {}
+    kind = spec.get("kind", extractor)
+    if extractor in FEATURE_DIMS or kind in FEATURE_DIMS:
+        return FEATURE_DIMS.get(extractor) or FEATURE_DIMS[kind]
+    if kind == "raw":
+        return RAW_WIDTHS.get(dataset)
+    with torch.device("meta"):  # the architecture only: no weights, no memory
+        if kind == "timm":
+            import timm
+
+            return int(timm.create_model(spec["model"], pretrained=False).num_features)
+        if kind == "pretrained_public":
+            arch = ((config.get("pretraining") or {}).get(spec.get("pretrain")) or {}).get("arch")
+            return int(build_network(arch, 10).feature_dim) if arch else None
+    return None
+
+
+def _search_rules(config: dict, method: str, variant: str, n_targets: int) -> list[tuple[str, int, float]]:
+    """(rule, jobs, trial-steps) of one search at one seed."""
+    cfg = study_config.variant_config(config, variant)
+    space = SearchSpace.from_config(cfg["search_space"])
+    if method == "linear_scaling":
+        lsc = LinearScalingConfig.from_config(cfg.get("linear_scaling", {}))
+        searches = len(stage_searches(lsc, study_config.target_eps(cfg), 1))
+        return [("linear_scaling_stage", lsc.n_stages, lsc.n_stages * searches * lsc.n_trials * _mean_t(space)),
+                ("linear_scaling_final", 1, n_targets * _mean_t(space))]
+    return [("run_method", 1, TRIAL_STEPS[method](study_config.method_config(cfg, method), space, n_targets))]
+
+
+def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHEAD_S,
+              feature_dims: dict[tuple[str, str], int] | None = None) -> list[RuleCost]:
+    """The study target's cost per rule (jobs, expected trial-steps, FLOP, seconds at `gflops`)."""
+    seeds, n_targets = len(config["seeds"]), len(study_config.target_eps(config))
+    rules: dict[str, RuleCost] = {}
+    shapes: dict[tuple[str, str], tuple[int, int | None, int]] = {}
+
+    def shape(dataset: str, extractor: str) -> tuple[int, int | None, int]:
+        if (dataset, extractor) not in shapes:
+            shapes[dataset, extractor] = study_shape(config, dataset, extractor, (feature_dims or {}).get((dataset, extractor)))
+        return shapes[dataset, extractor]
+
+    def add(rule: str, jobs: int, steps: float, flop: float, note: str = "") -> None:
+        cost = rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, 0.0 if gflops else None, note))
+        cost.jobs, cost.trial_steps, cost.flop = cost.jobs + jobs, cost.trial_steps + steps, cost.flop + flop
+        if gflops:
+            cost.seconds += jobs * overhead_s + flop / (gflops * 1e9)
+
+    for dataset, extractor, method, variant in study_config.study_jobs(config):
+        if method in NOT_MODELLED:
+            add(f"run_method ({method})", seeds, 0.0, 0.0, NOT_MODELLED[method])
+            continue
+        n, d, k = shape(dataset, extractor)
+        for rule, jobs, steps in _search_rules(config, method, variant, n_targets):
+            add(rule, jobs * seeds, steps * seeds, 4.0 * n * (d or 0) * k * steps * seeds)
+    for study in config["studies"]:
+        n, d, k = shape(study["dataset"], study["extractor"])
+        steps = _grid_steps(config, SearchSpace.from_config(config["search_space"]), ORACLE)
+        add("nonprivate_reference", 1, steps, 4.0 * n * (d or 0) * k * steps)
+    return list(rules.values())
+
+
+def measure_gflops(n: int = 8192, d: int = 512, k: int = 10, trials: int = 16, steps: int = 5) -> float:
+    """GFLOP/s of the batched trainer here, on synthetic features (one warm-up call, then the best of three)."""
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, d, generator=gen), torch.randint(0, k, (n,), generator=gen)
+    batch = TrialBatch([0.1] * trials, [steps] * trials, [1.0] * trials, list(range(trials)))
+    train_linear_dpgd(x, y, k, TrialBatch([0.1] * trials, [1] * trials, [1.0] * trials, list(range(trials))), n_public=n)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        train_linear_dpgd(x, y, k, batch, n_public=n)
+        best = min(best, time.perf_counter() - t0)
+    return 4.0 * n * d * k * trials * steps / best / 1e9

@@ -1,0 +1,60 @@
+"""`dphpo plan-cost` (issue 32): the study target's cost per rule before it runs — the jobs it counts are
+the jobs Snakemake's DAG holds, and its FLOP follow 4·N·d·K per trial-step."""
+
+import json
+import re
+
+import pytest
+
+from dphpo.cli import main
+from dphpo.hpo.grid_search import ORACLE, GridConfig
+from dphpo.hpo.space import SearchSpace
+from dphpo.studies import cost
+from dphpo.studies.validate import load_config
+
+from test_workflow import TINY, snakemake
+
+MODELLED = ("linear_scaling_stage", "linear_scaling_final", "run_method", "nonprivate_reference")
+
+
+def dag_jobs(workdir) -> dict[str, int]:
+    """Jobs per rule of a dry run of `all` (Snakemake's job stats table)."""
+    proc = snakemake("-n", "--configfile", str(TINY), "--replace-workflow-config", "-d", str(workdir))
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
+    assert counts, proc.stdout + proc.stderr
+    return {rule: int(n) for rule, n in counts.items()}
+
+
+def test_the_jobs_it_counts_are_the_dags(tmp_path):
+    config = load_config([TINY])
+    counted: dict[str, int] = {}
+    for r in cost.plan_cost(config, gflops=None):
+        rule = r.rule.split(" ")[0]  # "run_method (oso_dpsgd_cnn)" is a run_method job too
+        counted[rule] = counted.get(rule, 0) + r.jobs
+    dag = dag_jobs(tmp_path)
+    assert {rule: dag.get(rule, 0) for rule in MODELLED} == {rule: counted.get(rule, 0) for rule in MODELLED}
+
+
+def test_flop_are_four_n_d_k_per_trial_step_and_the_grid_oracle_counts_every_grid_point():
+    config = load_config([TINY])
+    study = config["studies"][0]
+    n, d, k = cost.study_shape(config, study["dataset"], study["extractor"])
+    assert (n, d, k) == (1438, 64, 10)  # digits: 1,438 public training images of 8 x 8 pixels, 10 classes
+    space = SearchSpace.from_config(config["search_space"])
+    grid_steps = sum(t for _, t in GridConfig.from_config(config, ORACLE).points(space))
+    (reference,) = [r for r in cost.plan_cost(config, gflops=100.0, overhead_s=0.0) if r.rule == "nonprivate_reference"]
+    assert reference.trial_steps == grid_steps * len(config["studies"])
+    assert reference.flop == pytest.approx(4 * n * d * k * reference.trial_steps)
+    assert reference.seconds == pytest.approx(reference.flop / 100e9)
+
+
+def test_a_measured_throughput_is_positive_and_the_command_prints_every_rule(capsys):
+    assert cost.measure_gflops(n=1024, d=64, k=10, trials=4, steps=2) > 0
+    assert main(["plan-cost", "--configfile", str(TINY), "--gflops", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gflops"] == 50 and {r["rule"] for r in out["rules"]} >= set(MODELLED)
+    assert out["total_seconds"] == pytest.approx(sum(r["seconds"] for r in out["rules"]))
+
+
+def test_an_unknown_width_is_none_not_a_guess():
+    assert cost.feature_width({"extractors": {"x": {"kind": "something_new"}}}, "digits", "x") is None
