@@ -1,6 +1,7 @@
 """Import direction of the privacy stack and of the HPO methods (AST scan, function-local imports too).
 
-privacy: math (gdp, rdp, calibrate, prv) ← ledger ← planning, tuning ← accountant; randomness apart.
+privacy: math (gdp, rdp, calibrate, prv) ← events ← composition (one file per accountant that reads events)
+← ledger ← planning, tuning ← accountant; randomness apart.
 hpo: methods plan through the accountant, never with the GDP/RDP/PRV math directly.
 """
 
@@ -13,7 +14,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "dphpo"
 #: Each privacy module, and the privacy modules it may import (everything strictly below it).
-PRIVACY_ORDER = ["gdp", "rdp", "calibrate", "prv", "ledger", "planning", "tuning", "accountant"]
+PRIVACY_ORDER = ["gdp", "rdp", "calibrate", "prv", "events", "composition", "ledger", "planning", "tuning", "accountant"]
 ALLOWED = {m: set(PRIVACY_ORDER[:i]) for i, m in enumerate(PRIVACY_ORDER)} | {"randomness": set()}
 #: Math the HPO methods reach only through the accountant (and P&S tuning through privacy.tuning).
 HPO_FORBIDDEN = {"dphpo.privacy.gdp", "dphpo.privacy.rdp", "dphpo.privacy.prv"}
@@ -38,13 +39,21 @@ def dphpo_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("module", sorted(ALLOWED))
 def test_privacy_imports_only_downwards(module):
-    imported = {m.split(".")[2] for m in dphpo_imports(SRC / "privacy" / f"{module}.py") if m.startswith("dphpo.privacy.")}
+    path = SRC / "privacy" / f"{module}.py"
+    path = path if path.exists() else SRC / "privacy" / module / "__init__.py"  # a package: its registry
+    imported = {m.split(".")[2] for m in dphpo_imports(path) if m.startswith("dphpo.privacy.")} - {module}
     assert imported <= ALLOWED[module], f"privacy.{module} imports {sorted(imported - ALLOWED[module])} (not below it)"
 
 
 def test_every_privacy_module_has_its_place():
     modules = {p.stem for p in (SRC / "privacy").glob("*.py")} - {"__init__"}
-    assert modules == set(ALLOWED)
+    assert modules | {"composition"} == set(ALLOWED)
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "privacy" / "composition").glob("*.py")), ids=lambda p: p.name)
+def test_the_accountants_that_read_events_import_only_math_events_and_each_other(path):
+    imported = {m.split(".")[2] for m in dphpo_imports(path) if m.startswith("dphpo.privacy.")}
+    assert imported <= ALLOWED["composition"] | {"composition"}, f"{path.name} imports {sorted(imported)}"
 
 
 def test_privacy_never_imports_hpo():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.privacy.gdp import mu_from_eps
+from dphpo.privacy.planning import BudgetPlanner
 from dphpo.privacy.ledger import Ledger
 
 #: `selection.noise_std: auto`: the planner's noise (`plan_selection_noise`), per target.
@@ -184,7 +184,7 @@ class SelectionPlan:
     @property
     def share(self) -> float:
         """The share of μ(ε)² the released scores spend."""
-        return self.releases / self.noise_std**2 / mu_from_eps(self.eps, self.delta) ** 2
+        return self.releases / self.noise_std**2 / BudgetPlanner(self.delta).mu_for_eps(self.eps) ** 2
 
     @property
     def signal(self) -> bool:
@@ -215,7 +215,7 @@ def plan_selection_noise(n_public: int | None, eps: float, delta: float, release
         raise ConfigError(f"the public training-set size must be a positive integer, got {n_public!r}")
     if releases < 1:
         raise ValueError(f"releases must be >= 1, got {releases}")
-    budgeted = (releases / PLANNED_SHARE) ** 0.5 / mu_from_eps(eps, delta)
+    budgeted = (releases / PLANNED_SHARE) ** 0.5 / BudgetPlanner(delta).mu_for_eps(eps)
     if n_public is None:
         return SelectionPlan(budgeted, None, float(eps), float(delta), int(releases))
     return SelectionPlan(max(FINEST_FRACTION * int(n_public), budgeted), int(n_public), float(eps), float(delta), int(releases))
