@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dphpo.errors import ConfigError
-from dphpo.privacy.planning import BudgetPlanner
 from dphpo.privacy.ledger import Ledger
+from dphpo.privacy.planning import BudgetPlanner
 
 #: `selection.noise_std: auto`: the planner's noise (`plan_selection_noise`), per target.
 AUTO = "auto"
