@@ -21,43 +21,6 @@ localrules:
     language_figure4,
 
 
-# The report's labels of each table (its caption: paper_table.rst, selected by the wildcard).
-PAPER_TABLE_LABELS = {
-    "table2": {"item": "Table 2", "reproduces": "HPO with / without public data"},
-    "table3": {"item": "Table 3", "reproduces": "random / oracle / ours, RERR"},
-    "table4": {
-        "item": "Table 4",
-        "reproduces": "architectures × datasets vs ε = ∞",
-    },
-    "table5": {"item": "Table 5", "reproduces": "distribution shift (zero-shot)"},
-    "table10": {
-        "item": "Table 10",
-        "reproduces": "Linear(2), Linear(3), Quadratic(3)",
-    },
-    "table11": {"item": "Table 11", "reproduces": "device hours, wall-clock"},
-    "table12": {
-        "item": "Table 12",
-        "reproduces": "ImageNet vs Mehta et al. 2023a/b",
-    },
-    "table13": {"item": "Table 13", "reproduces": "marginal cost of the search"},
-    "table14": {"item": "Table 14", "reproduces": "lower ε: more noise vs subsampling"},
-    "table15": {
-        "item": "Table 15",
-        "reproduces": "ablations of six design choices",
-    },
-    "table16": {
-        "item": "Table 16",
-        "reproduces": "ε = 0.1, 1, ∞ next to prior work",
-    },
-    "dp_continual": {
-        "item": "DP continual pre-training",
-        "reproduces": "Bu et al. in front of the linear scaling rule",
-    },
-    "figure2": {
-        "item": "Figure 2 (tabulated)",
-        "reproduces": "ImageNet accuracy vs ε, one search",
-    },
-}
 PAPER_FIGURE_LABELS = {
     "figure3_r_vs_eps": {
         "item": "Figure 3",
@@ -88,7 +51,7 @@ rule paper_table:
             layout.partial(layout.TABLE, ext="html"),
             caption="../report/paper_table.rst",
             category="Tables",
-            labels=lambda w: PAPER_TABLE_LABELS[w.table],
+            labels=lambda w: paper_plan.TABLE_LABELS[w.table],
         ),
     log:
         layout.log(layout.JOB_PAPER, item="{table}"),

@@ -463,6 +463,25 @@ PLANS: dict[str, Callable[[Paper], TablePlan]] = {
 #: plan here, a builder in dphpo.report.paper (BUILDERS) and its caption in workflow/report/paper_table.rst.
 TABLES: tuple[str, ...] = tuple(PLANS)
 
+#: The report's labels of each paper table (rule paper_table; its caption: workflow/report/paper_table.rst,
+#: selected by the {table} wildcard). tests/test_paper_table_registry.py pins every table to one entry here,
+#: in PLANS, in report/paper.py's BUILDERS and TABLE_TITLES, and to a caption branch.
+TABLE_LABELS: dict[str, dict[str, str]] = {
+    "table2": {"item": "Table 2", "reproduces": "HPO with / without public data"},
+    "table3": {"item": "Table 3", "reproduces": "random / oracle / ours, RERR"},
+    "table4": {"item": "Table 4", "reproduces": "architectures × datasets vs ε = ∞"},
+    "table5": {"item": "Table 5", "reproduces": "distribution shift (zero-shot)"},
+    "table10": {"item": "Table 10", "reproduces": "Linear(2), Linear(3), Quadratic(3)"},
+    "table11": {"item": "Table 11", "reproduces": "device hours, wall-clock"},
+    "table12": {"item": "Table 12", "reproduces": "ImageNet vs Mehta et al. 2023a/b"},
+    "table13": {"item": "Table 13", "reproduces": "marginal cost of the search"},
+    "table14": {"item": "Table 14", "reproduces": "lower ε: more noise vs subsampling"},
+    "table15": {"item": "Table 15", "reproduces": "ablations of six design choices"},
+    "table16": {"item": "Table 16", "reproduces": "ε = 0.1, 1, ∞ next to prior work"},
+    "dp_continual": {"item": "DP continual pre-training", "reproduces": "Bu et al. in front of the linear scaling rule"},
+    "figure2": {"item": "Figure 2 (tabulated)", "reproduces": "ImageNet accuracy vs ε, one search"},
+}
+
 
 # Tables that read an evaluation job's sealed record instead of computing it (the table jobs read
 # records only and never import torch): table -> the name of its evaluation (layout.EVALUATION)
