@@ -119,3 +119,14 @@ def test_privacy_plan_prints_the_planners_choice_and_whether_there_is_signal(cap
     assert "selection.noise_std = 300 counts = 0.50% of N = 60000" in out and "can rank the trials" in out
     assert main(args + ["--n-public", "1000"]) == 0
     assert "NO SIGNAL" in capsys.readouterr().out
+
+
+def test_the_tables_say_where_no_stage_ran(digits_features):
+    from dphpo.report.tables import no_signal_notes
+
+    n = digits_features.n_public
+    (res,) = _run(digits_features, SelectionRule(noise_std=0.1 * n, n_public=n, delta=DELTA), [1.0])
+    record = {"search": res.search, "target": {"eps": res.target_eps},
+              "provenance": {"dataset": "digits", "extractor": "raw", "variant": "safeguarded"}}
+    (note,) = no_signal_notes([record, record | {"search": {"fit": {}}}])
+    assert note.startswith("NOTE: digits × raw [safeguarded] at target ε = 1:") and "public prior" in note

@@ -29,6 +29,7 @@ from dphpo.report.tables import (
     load_results,
     mean_std,
     method_id,
+    no_signal_notes,
     pct,
     private_design_keys,
     rerr,
@@ -166,7 +167,7 @@ def build_table(rows: list[dict], config: Mapping | None = None, results: Sequen
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
         "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    notes = list(NOTES) + selection_noise_notes(results) + failure_notes(results)
+    notes = list(NOTES) + selection_noise_notes(results) + no_signal_notes(results) + failure_notes(results)
     table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=notes)
     return apply_design_notes(table, config)
 

@@ -22,6 +22,7 @@ from dphpo.report.tables import (
     failure_notes,
     load_results,
     mean_std,
+    no_signal_notes,
     pct,
     selection_noise_notes,
     stage_signal_notes,
@@ -134,7 +135,7 @@ def build_table(rows: list[dict], results: Sequence[dict], config: Mapping | Non
         "non-private: σ = 0, best grid point chosen on TEST data (a ceiling, not a DP result); gap = non-private − mean",
     ]
     notes += safeguard_notes(results)
-    notes += selection_noise_notes(results) + stage_signal_notes(results) + failure_notes(results)
+    notes += selection_noise_notes(results) + stage_signal_notes(results) + no_signal_notes(results) + failure_notes(results)
     if any(not r["_private"] for r in rows):
         notes.append(
             "WARNING: rows marked NOT private selected their trials by a NON-PRIVATE rule: the search is not "

@@ -418,6 +418,24 @@ def selection_noise_notes(results: Iterable[dict]) -> list[str]:
     ]
 
 
+def no_signal_notes(results: Iterable[dict]) -> list[str]:
+    """A note per study and rule whose releases took the no-signal path (`safeguard.no_signal_prior`):
+    at those targets the selection noise could not rank trials at the study's public size, so no stage
+    ran and the whole budget went to one run at the public prior r (read off the release itself)."""
+    found: dict[tuple[str, str, str], set[float]] = {}
+    for r in results:
+        if ((r.get("search") or {}).get("fit") or {}).get("no_signal"):
+            prov = r.get("provenance") or {}
+            key = (prov.get("dataset", "?"), prov.get("extractor", "?"), prov.get("variant", "default"))
+            found.setdefault(key, set()).add(as_float(r["target"]["eps"]))
+    return [
+        f"NOTE: {d} × {e} [{v}] at target ε = {', '.join(f'{x:g}' for x in sorted(eps))}: too few training records for "
+        "the stages at this ε (the planned selection noise exceeds 0.5 % of N): no stage ran, the whole budget went "
+        "to one run at the public prior r = 1.8·μ·N/√P (docs/methods.md §3)"
+        for (d, e, v), eps in sorted(found.items())
+    ]
+
+
 #: A stage ranks r only if its released scores differ by more than this many standard deviations of the
 #: difference of two released scores (σ√2, σ = selection.noise_std).
 STAGE_SIGNAL_SDS = 2.0
