@@ -1,18 +1,16 @@
-"""A paper table is one entry in each registry of report/ and one caption branch: every table the
-`paper_table` rule can build has a plan, a builder, a title, report labels and a caption, and the
-wildcard accepts exactly those (docs/architecture.md, "A new table of the paper")."""
+"""A paper table is one spec (dphpo.report.specs.TABLES): every table the `paper_table` rule can build
+has a plan, a builder, a title, report labels and a caption, all read from its spec, and the wildcard
+accepts exactly those (docs/architecture.md, "A new table of the paper"; tests/test_table_specs.py)."""
 
-import re
 from pathlib import Path
 
-from dphpo.report import paper, plan
+from dphpo.report import paper, plan, specs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def caption_branches() -> set[str]:
-    text = (ROOT / "workflow" / "report" / "paper_table.rst").read_text()
-    return set(re.findall(r'snakemake\.wildcards\.table == "(\w+)"', text))
+def captions() -> set[str]:
+    return {name for name in specs.names("paper") if specs.get(name).caption}
 
 
 def test_every_paper_table_has_one_entry_in_each_registry_and_a_caption():
@@ -21,7 +19,7 @@ def test_every_paper_table_has_one_entry_in_each_registry_and_a_caption():
     assert set(paper.BUILDERS) == tables
     assert set(paper.TABLE_TITLES) == tables
     assert set(plan.TABLE_LABELS) == tables
-    assert caption_branches() == tables
+    assert captions() == tables
 
 
 def test_the_report_labels_name_the_table_they_caption():
@@ -32,4 +30,4 @@ def test_the_report_labels_name_the_table_they_caption():
 
 def test_the_rule_reads_the_labels_from_report_not_from_a_copy():
     smk = (ROOT / "workflow" / "rules" / "paper.smk").read_text()
-    assert "paper_plan.TABLE_LABELS[w.table]" in smk and "PAPER_TABLE_LABELS" not in smk
+    assert "report_specs.report_labels(w.table)" in smk and "PAPER_TABLE_LABELS" not in smk

@@ -2,6 +2,8 @@
 # Studies are config `language.studies`; each job runs one HPO method of dphpo.hpo on one study and
 # seed for every target eps of the study (trials one after another inside the job) and writes one
 # result.json (+ model, + internal log) per target eps (dphpo.layout, language section).
+# A language table's title, report labels and caption: its spec (dphpo.report.specs.TABLES).
+from dphpo.report import specs as report_specs
 
 
 rule language_pretrain:
@@ -121,7 +123,7 @@ rule language_table:
             layout.partial(layout.TABLE, ext="html"),
             caption="../report/language_table.rst",
             category="Tables (language)",
-            labels={"item": "{table}"},
+            labels=lambda w: report_specs.report_labels(w.table),
         ),
     log:
         layout.log("paper/{table}"),
@@ -132,6 +134,8 @@ rule language_table:
     params:
         # Tables 17-19 read the config alone: a changed language section must rewrite them
         settings=lambda w: config_hash(config.get("language")),
+        # the report's caption (workflow/report/language_table.rst renders it): the table's spec
+        caption=lambda w: report_specs.report_caption(w.table, config),
     script:
         "../scripts/language_table.py"
 

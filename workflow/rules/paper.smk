@@ -7,6 +7,10 @@
 # written and says which config key or rule it needs.
 
 
+# Every table's title, report labels and caption: its spec (dphpo.report.specs.TABLES).
+from dphpo.report import specs as report_specs
+
+
 report: "../report/paper_workflow.rst"
 
 
@@ -51,7 +55,7 @@ rule paper_table:
             layout.partial(layout.TABLE, ext="html"),
             caption="../report/paper_table.rst",
             category="Tables",
-            labels=lambda w: paper_plan.TABLE_LABELS[w.table],
+            labels=lambda w: report_specs.report_labels(w.table),
         ),
     log:
         layout.log(layout.JOB_PAPER, item="{table}"),
@@ -62,6 +66,8 @@ rule paper_table:
     params:
         # which baselines run where: the job reads them here instead of importing the methods (torch)
         method_jobs=METHOD_JOBS,
+        # the report's caption (workflow/report/paper_table.rst renders it): the table's spec
+        caption=lambda w: report_specs.report_caption(w.table, config),
     script:
         "../scripts/paper_table.py"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dphpo.io import write_text
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
+from dphpo.report.specs import COMPARISON_LABELS
 from dphpo.report.tables import (
     Table,
     apply_design_notes,
@@ -40,20 +41,9 @@ RANDOM = "random_search"
 ORACLE = "grid_oracle"
 OURS = "linear_scaling"
 
-#: Display order and names; methods not listed follow in alphabetical order under their own name.
-LABELS = {
-    "linear_scaling": "linear scaling rule (ours)",
-    "linear_scaling:safeguarded": "linear scaling rule, safeguarded (ours)",
-    "random_search": "random search (1 run, full budget)",
-    "random_search_k": "random search, k runs composed",
-    "grid_oracle": "grid search ORACLE (non-private HPO)",
-    "grid_accounted": "grid search, accounted",
-    "papernot_steinke": "Papernot-Steinke",
-    "koskela": "Koskela-Kulkarni (reconstruction)",
-    "oso_dpsgd": "OSO-DPSGD (linear head)",
-    "oso_dpsgd_cnn": "OSO-DPSGD (small CNN, raw pixels)",
-    "mehta": "Mehta et al. (1 DP-Adam step)",
-}
+#: Display order and names (dphpo.report.specs, the home of every method label); methods not listed
+#: follow in alphabetical order under their own name.
+LABELS = COMPARISON_LABELS
 
 #: ε one seed's run of the method spent, its search included (∞: search not accounted)
 TOTAL_EPS = "total ε spent (incl. search) per run"

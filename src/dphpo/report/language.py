@@ -18,30 +18,18 @@ from typing import Any
 import numpy as np
 
 from dphpo.io import atomic_path
+from dphpo.report import specs
 from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std
 from dphpo.studies import config as study_config
 
 FIGURE4 = "figure4_language_pareto"  # its name in dphpo.layout.FIGURE
-TABLES = ("table6", "table7", "table8", "table9", "table17", "table18", "table19", "table20")
 LS, RANDOM, GRID, NONPRIVATE = "linear_scaling", "random_search", "grid_oracle", "nonprivate"
 LS_SAFE = "linear_scaling_safeguarded"  # optional: rows only for studies that list it
-TITLES = {
-    "table6": "Table 6: linear scaling for sequence classification, fine-tuning (r = eta x T)",
-    "table7": "Table 7: linear scaling when fine-tuning all layers of a causal LM (perplexity)",
-    "table8": "Table 8: causal LM fine-tuning with DP-SGD: perplexity (Ppl) and total step size (TSS) of the rule",
-    "table9": "Table 9: the rule drives DP-ZO (Tang et al. 2024) vs random search and the grid",
-    "table17": "Table 17: hyperparameters of the causal LM fine-tuning (PersonaChat in Panda et al.)",
-    "table18": "Table 18: grid of the causal LM study (WikiText-2 in Panda et al.)",
-    "table19": "Table 19: grid of the causal LM study (Enron in Panda et al.)",
-    "table20": "Table 20: which layers are trained (full / last block / first and last block) vs perplexity",
-}
-METHOD_LABELS = {
-    LS: "Ours (linear scaling)",
-    LS_SAFE: "Ours, safeguarded (linear scaling, linear_scaling.safeguard)",
-    RANDOM: "Random search (one run, full budget)",
-    GRID: "Grid search (oracle: best on TEST, search NOT accounted)",
-    NONPRIVATE: "Non-private (eps = inf, best on TEST)",
-}
+#: The language tables (the `language_table` rule's wildcard values), their titles and the methods'
+#: printed names: from dphpo.report.specs (a new table is a spec there and its `build_*` function here).
+TABLES: tuple[str, ...] = specs.names("language")
+TITLES = {name: specs.title(name) for name in TABLES}
+METHOD_LABELS = specs.method_labels("language")
 
 # Panda et al.'s numbers, keyed by a study's `paper_ref`
 SEED000_TABLE6 = {  # eps -> (accuracy %, r)
@@ -308,13 +296,27 @@ def build_table20(config: dict, rd: Reader) -> Table:
     return Table(cols, rows, caption="Seed 000: GPT-2 on PersonaChat; embeddings and the last LayerNorm trainable in every row.")
 
 
-BUILDERS = {"table6": build_table6, "table7": build_table7, "table8": build_table8, "table9": build_table9, "table20": build_table20}
+def build_table17(config: dict, rd: Reader) -> Table:
+    return build_hyper(config, rd, "table17")
+
+
+def build_table18(config: dict, rd: Reader) -> Table:
+    return build_hyper(config, rd, "table18")
+
+
+def build_table19(config: dict, rd: Reader) -> Table:
+    return build_hyper(config, rd, "table19")
+
+
+#: Each language table's builder, named by its spec's `builder` (dphpo.report.specs).
+BUILDERS = {name: specs.resolve(specs.get(name).builder, globals()) for name in TABLES}
 
 
 def build(config: dict, name: str) -> Table:
+    spec = specs.get(name, "language")
     rd = Reader(config)
-    table = BUILDERS[name](config, rd) if name in BUILDERS else build_hyper(config, rd, name)
-    table.caption = f"{TITLES[name]}. {table.caption}"
+    table = specs.resolve(spec.builder, globals())(config, rd)
+    table.caption = f"{spec.title}. {table.caption}"
     table.notes = sorted(set(rd.notes)) + [
         "Every private row's total ε includes every trial of its search, every selection release and the final run "
         "(PRV accounting of Poisson-subsampled Gaussian runs, prv-accountant upper bound); oracle rows say they do not."

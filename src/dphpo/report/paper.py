@@ -20,33 +20,22 @@ from typing import Any
 import numpy as np
 
 from dphpo.io import read_json
+from dphpo.report import specs
 from dphpo.report.plan import (
     DEFAULT,
     LS,
-    PLANS,
+    TABLES,
     Paper,
     Source,
     TablePlan,
     evaluation_path,
+    plan_of,
 )
 from dphpo.report.published import SEED000, TABLE12, TABLE12_QUOTED, TABLE16_PRIOR
 from dphpo.report.tables import Table, apply_design_notes, as_float, mean_std, pct, read_record, rerr, selection_label
 
-TABLE_TITLES = {
-    "table2": "Table 2: CIFAR10-style comparison with and without public data (Koskela, Papernot–Steinke, random, grid, ours)",
-    "table3": "Table 3: random search / grid-search oracle / ours, and the relative error rate reduction",
-    "table4": "Table 4: architectures × datasets, linear scaling at ε incl. HPO vs the non-private reference",
-    "table5": "Table 5: distribution shift, a model trained privately on one dataset evaluated on another",
-    "table10": "Table 10: more stages or a higher-order fit (Linear(2), Linear(3), Quadratic(3))",
-    "table11": "Table 11: device hours and wall-clock per method, from Snakemake benchmark files",
-    "table12": "Table 12: ImageNet at several ε, ours against Mehta et al. (2023b) run here and Mehta et al. (2023a, b) quoted",
-    "table13": "Table 13: marginal cost of the search for several stage budgets (ε1, ε2)",
-    "table14": "Table 14: lowering ε by more noise or by Poisson subsampling",
-    "table15": "Table 15: ablations of the six design choices",
-    "table16": "Table 16: ε = 0.1, 1 and ∞ next to prior work",
-    "figure2": "Figure 2 (as a table): ImageNet accuracy against ε, ours and Mehta et al. (2023b)",
-    "dp_continual": "Seed 003: DP continual pre-training of the extractor (public stage, then DP-SGD on other private data)",
-}
+#: Each paper table's title, the first sentence of its printed caption: from its spec (dphpo.report.specs).
+TABLE_TITLES = {name: specs.title(name) for name in TABLES}
 
 
 # --------------------------------------------------------------------------------------------
@@ -624,29 +613,17 @@ def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
     return Table(cols, rows, caption, _notes(plan))
 
 
-BUILDERS = {
-    "table2": build_table2,
-    "table3": build_table3,
-    "table4": build_table4,
-    "table5": build_table5,
-    "table10": build_table10,
-    "table11": build_table11,
-    "table12": build_table12,
-    "table13": build_table13,
-    "table14": build_table14,
-    "table15": build_table15,
-    "table16": build_table16,
-    "dp_continual": build_dp_continual,
-    "figure2": build_figure2,
-}
+#: Each paper table's builder, named by its spec's `builder` (dphpo.report.specs).
+BUILDERS = {name: specs.resolve(specs.get(name).builder, globals()) for name in TABLES}
 
 
 def build(config: dict, name: str, method_jobs: Iterable[Sequence[str]] | None = None) -> Table:
     """One table; `method_jobs` as for `Paper` (the workflow passes them: no torch import)."""
+    spec = specs.get(name, "paper")
     p = Paper(config, method_jobs)
-    tp = PLANS[name](p)
-    table = BUILDERS[name](p, tp, Results())
-    table.caption = f"{TABLE_TITLES[name]}. {table.caption}"
+    tp = plan_of(p, name)
+    table = specs.resolve(spec.builder, globals())(p, tp, Results())
+    table.caption = f"{spec.title}. {table.caption}"
     for bad in check_totals(table.rows):  # cannot happen with the ledger's planning; say so if it does
         table.notes.insert(0, f"WARNING: a reported total exceeds its target: {bad}")
     return apply_design_notes(table, config)

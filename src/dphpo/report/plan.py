@@ -17,6 +17,8 @@ from typing import Any
 
 from dphpo import layout
 from dphpo.hpo import registry
+from dphpo.report import specs
+from dphpo.report.specs import METHOD_LABELS
 from dphpo.studies import config as study_config
 
 DEFAULT = "default"
@@ -37,17 +39,6 @@ TABLE10_ROWS = [
     {"label": "Linear (3)", "variant": "linear3"},
     {"label": "Quadratic (3)", "variant": "quadratic3"},
 ]
-METHOD_LABELS = {
-    LS: "Ours (linear scaling)",
-    "random_search": "Random search",
-    "random_search_k": "Random search (k runs, honest selection)",
-    "grid_oracle": "Grid search (oracle, HPO cost not included)",
-    "grid_accounted": "Grid search (accounted)",
-    "papernot_steinke": "Papernot & Steinke (2022)",
-    "koskela": "Koskela & Kulkarni (2023)",
-    "oso_dpsgd": "OSO-DPSGD",
-    "mehta": "Mehta et al. (2023b)",
-}
 
 
 def benchmark_paths(method: str, dataset: str, extractor: str, variant: str, seed: int, n_stages: int = 2) -> list[str]:
@@ -444,43 +435,17 @@ def plan_dp_continual(p: Paper) -> TablePlan:
     return TablePlan("dp_continual", rows, needs)
 
 
-PLANS: dict[str, Callable[[Paper], TablePlan]] = {
-    "table2": plan_table2,
-    "table3": plan_table3,
-    "table4": plan_table4,
-    "table5": plan_table5,
-    "table10": plan_table10,
-    "table11": plan_table11,
-    "table12": plan_table12,
-    "table13": plan_table13,
-    "table14": plan_table14,
-    "table15": plan_table15,
-    "table16": plan_table16,
-    "dp_continual": plan_dp_continual,
-    "figure2": plan_figure2,
-}
-#: The vision tables of the paper target (the `paper_table` rule's wildcard values): a new table is a
-#: plan here, a builder in dphpo.report.paper (BUILDERS) and its caption in workflow/report/paper_table.rst.
-TABLES: tuple[str, ...] = tuple(PLANS)
+#: The vision tables of the paper target (the `paper_table` rule's wildcard values), their plans, and
+#: their report labels: all derived from dphpo.report.specs.TABLES (a new table is a spec there, its
+#: `plan_*` function here and its `build_*` function in dphpo.report.paper).
+TABLES: tuple[str, ...] = specs.names("paper")
+PLANS: dict[str, Callable[[Paper], TablePlan]] = {name: specs.resolve(specs.get(name).plan, globals()) for name in TABLES}
+TABLE_LABELS: dict[str, dict[str, str]] = {name: specs.report_labels(name) for name in TABLES}
 
-#: The report's labels of each paper table (rule paper_table; its caption: workflow/report/paper_table.rst,
-#: selected by the {table} wildcard). tests/test_paper_table_registry.py pins every table to one entry here,
-#: in PLANS, in report/paper.py's BUILDERS and TABLE_TITLES, and to a caption branch.
-TABLE_LABELS: dict[str, dict[str, str]] = {
-    "table2": {"item": "Table 2", "reproduces": "HPO with / without public data"},
-    "table3": {"item": "Table 3", "reproduces": "random / oracle / ours, RERR"},
-    "table4": {"item": "Table 4", "reproduces": "architectures × datasets vs ε = ∞"},
-    "table5": {"item": "Table 5", "reproduces": "distribution shift (zero-shot)"},
-    "table10": {"item": "Table 10", "reproduces": "Linear(2), Linear(3), Quadratic(3)"},
-    "table11": {"item": "Table 11", "reproduces": "device hours, wall-clock"},
-    "table12": {"item": "Table 12", "reproduces": "ImageNet vs Mehta et al. 2023a/b"},
-    "table13": {"item": "Table 13", "reproduces": "marginal cost of the search"},
-    "table14": {"item": "Table 14", "reproduces": "lower ε: more noise vs subsampling"},
-    "table15": {"item": "Table 15", "reproduces": "ablations of six design choices"},
-    "table16": {"item": "Table 16", "reproduces": "ε = 0.1, 1, ∞ next to prior work"},
-    "dp_continual": {"item": "DP continual pre-training", "reproduces": "Bu et al. in front of the linear scaling rule"},
-    "figure2": {"item": "Figure 2 (tabulated)", "reproduces": "ImageNet accuracy vs ε, one search"},
-}
+
+def plan_of(p: Paper, name: str) -> TablePlan:
+    """Table `name`'s plan for the config `p` reads: its spec's `plan` (a function here, or the callable)."""
+    return specs.resolve(specs.get(name, "paper").plan, globals())(p)
 
 
 # Tables that read an evaluation job's sealed record instead of computing it (the table jobs read
@@ -489,9 +454,8 @@ EVALUATIONS = {"table5": "table5_shift"}
 
 
 def plan(config: dict, name: str, method_jobs: Iterable[Sequence[str]] | None = None) -> TablePlan:
-    if name not in PLANS:
-        raise ValueError(f"unknown paper table {name!r}; known: {', '.join(PLANS)}")
-    return PLANS[name](Paper(config, method_jobs))
+    specs.get(name, "paper")  # a ValueError names the known tables
+    return plan_of(Paper(config, method_jobs), name)
 
 
 def _files(tp: TablePlan) -> dict[str, list[str]]:
