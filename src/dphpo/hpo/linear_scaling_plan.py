@@ -85,8 +85,9 @@ class Safeguard:
     beyond_grid: bool | None = None
     # where the selection noise cannot rank trials (noise above SIGNAL_FRACTION of the public size N:
     # `SelectionRule.predicts_signal`), the target spends nothing on stages: its whole budget goes to one
-    # final run at the public prior r = no_signal_prior·μ·N (μ of that run, clamped to the grid). Both
-    # the decision and r read public quantities only (N, ε, δ, the configured noise): no privacy cost.
+    # final run at the public prior r = no_signal_prior·μ·N/√P (μ of that run, P the head's weights,
+    # clamped to the grid: `prior_r`). Both the decision and r read public quantities only (N, P, ε, δ,
+    # the configured noise): no privacy cost.
     # The slope came from public proxies (experiments/selection_planner.py). None: the stages always run
     no_signal_prior: float | None = None
 
@@ -343,7 +344,7 @@ def no_signal(lsc: LinearScalingConfig, selection: SelectionRule, search: Mappin
     if sel.predicts_signal:
         return None
     return (f"no signal: selection noise {sel.noise_std:.4g} counts is {sel.noise_std / sel.n_public:.1%} of N = {sel.n_public} "
-            f"(above {SIGNAL_FRACTION:.0%}): no stage trials; the whole budget to one run at the public prior r")
+            f"(above {SIGNAL_FRACTION:.1%}): no stage trials; the whole budget to one run at the public prior r")
 
 
 def prior_r(lsc: LinearScalingConfig, space: SearchSpace, mu: float, n_public: int, n_parameters: int) -> FinalChoice:

@@ -89,9 +89,7 @@ class SelectionRule:
     def predicts_signal(self) -> bool:
         """Whether released scores this noisy can rank trials on the public size N (noise at most
         SIGNAL_FRACTION of N); true where nothing is noised or N is not known."""
-        if self.rule != "noisy_train_accuracy" or not self.n_public:
-            return True
-        return self._noise_std() <= SIGNAL_FRACTION * self.n_public
+        return self.rule != "noisy_train_accuracy" or ranks_trials(self._noise_std(), self.n_public)
 
     @property
     def label(self) -> str:
@@ -166,6 +164,12 @@ FINEST_FRACTION = 0.005
 SIGNAL_FRACTION = FINEST_FRACTION
 
 
+def ranks_trials(noise_std: float, n_public: int | None) -> bool:
+    """Whether released counts of this noise can rank trials on N public-size records: noise at most
+    SIGNAL_FRACTION of N (true where N is not known: nothing to judge by)."""
+    return not n_public or noise_std <= SIGNAL_FRACTION * n_public
+
+
 @dataclass(frozen=True)
 class SelectionPlan:
     """The selection noise the planner chose for N public-size records at target ε, and why."""
@@ -188,8 +192,8 @@ class SelectionPlan:
 
     @property
     def signal(self) -> bool:
-        """Whether released scores this noisy can rank trials (noise at most SIGNAL_FRACTION of N)."""
-        return self.n_public is None or self.fraction <= SIGNAL_FRACTION
+        """Whether released scores this noisy can rank trials (`ranks_trials`)."""
+        return ranks_trials(self.noise_std, self.n_public)
 
     def why(self) -> str:
         if self.n_public is None:
@@ -197,7 +201,7 @@ class SelectionPlan:
                     f"{PLANNED_SHARE:.0%} of mu(eps={self.eps:g}, delta={self.delta:g})^2 (no public size N given)")
         floor = "its floor of" if self.noise_std == FINEST_FRACTION * self.n_public else "above the floor of"
         verdict = ("the released scores can rank the trials" if self.signal else
-                   f"NO SIGNAL: above {SIGNAL_FRACTION:.0%} of N the released scores cannot rank the trials; the "
+                   f"NO SIGNAL: above {SIGNAL_FRACTION:.1%} of N the released scores cannot rank the trials; the "
                    "recommended rule skips its stages and spends the whole budget on one run at the public prior r "
                    "(linear_scaling.safeguard.no_signal_prior); more records or a larger target give the stages a signal")
         return (f"selection.noise_std = {self.noise_std:.4g} counts = {self.fraction:.2%} of N = {self.n_public} "

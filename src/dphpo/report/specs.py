@@ -318,24 +318,39 @@ _PAPER = [
     ),
 ]
 
+
+def _language(number: int, title: str, reproduces: str) -> TableSpec:
+    """A language table: "Table <number>", the shared caption, planned by `inputs`, built by `build_table<number>`."""
+    return TableSpec(f"table{number}", "language", title=title, item=f"Table {number}", reproduces=reproduces,
+                     caption=LANGUAGE_CAPTION, plan="inputs", builder=f"build_table{number}")
+
+
 _LANGUAGE = [
-    TableSpec("table6", "language", title="Table 6: linear scaling for sequence classification, fine-tuning (r = eta x T)", item="Table 6",
-              reproduces="sequence classification, fine-tuning (r = η·T)", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table6"),
-    TableSpec("table7", "language", title="Table 7: linear scaling when fine-tuning all layers of a causal LM (perplexity)", item="Table 7",
-              reproduces="causal LM, all layers fine-tuned (perplexity)", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table7"),
-    TableSpec("table8", "language", title="Table 8: causal LM fine-tuning with DP-SGD: perplexity (Ppl) and total step size (TSS) of the rule", item="Table 8",
-              reproduces="causal LM with DP-SGD: perplexity, total step size", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table8"),
-    TableSpec("table9", "language", title="Table 9: the rule drives DP-ZO (Tang et al. 2024) vs random search and the grid", item="Table 9",
-              reproduces="DP-ZO: random search / ours / grid", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table9"),
-    TableSpec("table17", "language", title="Table 17: hyperparameters of the causal LM fine-tuning (PersonaChat in Panda et al.)", item="Table 17",
-              reproduces="hyperparameters of the causal LM fine-tuning", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table17"),
-    TableSpec("table18", "language", title="Table 18: grid of the causal LM study (WikiText-2 in Panda et al.)", item="Table 18",
-              reproduces="grid of the causal LM study (WikiText-2)", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table18"),
-    TableSpec("table19", "language", title="Table 19: grid of the causal LM study (Enron in Panda et al.)", item="Table 19",
-              reproduces="grid of the causal LM study (Enron)", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table19"),
-    TableSpec("table20", "language", title="Table 20: which layers are trained (full / last block / first and last block) vs perplexity", item="Table 20",
-              reproduces="which layers are trained vs perplexity", caption=LANGUAGE_CAPTION, plan="inputs", builder="build_table20"),
+    _language(6, "Table 6: linear scaling for sequence classification, fine-tuning (r = eta x T)",
+              "sequence classification, fine-tuning (r = η·T)"),
+    _language(7, "Table 7: linear scaling when fine-tuning all layers of a causal LM (perplexity)",
+              "causal LM, all layers fine-tuned (perplexity)"),
+    _language(8, "Table 8: causal LM fine-tuning with DP-SGD: perplexity (Ppl) and total step size (TSS) of the rule",
+              "causal LM with DP-SGD: perplexity, total step size"),
+    _language(9, "Table 9: the rule drives DP-ZO (Tang et al. 2024) vs random search and the grid",
+              "DP-ZO: random search / ours / grid"),
+    _language(17, "Table 17: hyperparameters of the causal LM fine-tuning (PersonaChat in Panda et al.)",
+              "hyperparameters of the causal LM fine-tuning"),
+    _language(18, "Table 18: grid of the causal LM study (WikiText-2 in Panda et al.)",
+              "grid of the causal LM study (WikiText-2)"),
+    _language(19, "Table 19: grid of the causal LM study (Enron in Panda et al.)",
+              "grid of the causal LM study (Enron)"),
+    _language(20, "Table 20: which layers are trained (full / last block / first and last block) vs perplexity",
+              "which layers are trained vs perplexity"),
 ]
+
+#: The caption of both provenance tables (the study's and the paper target's).
+PROVENANCE_CAPTION = (
+    "Provenance of every result file the paper tables and figures read: per study, method and variant, the config hash, "
+    "the feature-cache and dataset checksums, the accountant of the reported totals, the selection rule, package versions, "
+    "and the largest difference between a reported total ε and its target (never positive). Each ``result.json`` holds the "
+    "full ledger of its releases; ``dphpo privacy eps --mu … --delta …`` recomputes a GDP total."
+)
 
 # Written by their own rules (workflow/rules/baselines.smk, report.smk, paper.smk) from the records;
 # `builder` names the function that builds each, `plan` the rule's input function.
@@ -383,12 +398,7 @@ _STUDY = [
         title="Provenance of every result of the study",
         item="Provenance",
         reproduces="config, code, data, accountant",
-        caption=(
-            "Provenance of every result file the paper tables and figures read: per study, method and variant, the config hash, "
-            "the feature-cache and dataset checksums, the accountant of the reported totals, the selection rule, package versions, "
-            "and the largest difference between a reported total ε and its target (never positive). Each ``result.json`` holds the "
-            "full ledger of its releases; ``dphpo privacy eps --mu … --delta …`` recomputes a GDP total."
-        ),
+        caption=PROVENANCE_CAPTION,
         plan="study_results",
         builder="dphpo.report.provenance.provenance_table",
         label_key="shows",
@@ -399,12 +409,7 @@ _STUDY = [
         title="Provenance of every result file the paper tables and figures read",
         item="Provenance",
         reproduces="config, code, data, accountant",
-        caption=(
-            "Provenance of every result file the paper tables and figures read: per study, method and variant, the config hash, "
-            "the feature-cache and dataset checksums, the accountant of the reported totals, the selection rule, package versions, "
-            "and the largest difference between a reported total ε and its target (never positive). Each ``result.json`` holds the "
-            "full ledger of its releases; ``dphpo privacy eps --mu … --delta …`` recomputes a GDP total."
-        ),
+        caption=PROVENANCE_CAPTION,
         plan="paper_all_results",
         builder="dphpo.report.provenance.provenance_table",
     ),

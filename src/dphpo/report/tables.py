@@ -422,17 +422,18 @@ def no_signal_notes(results: Iterable[dict]) -> list[str]:
     """A note per study and rule whose releases took the no-signal path (`safeguard.no_signal_prior`):
     at those targets the selection noise could not rank trials at the study's public size, so no stage
     ran and the whole budget went to one run at the public prior r (read off the release itself)."""
-    found: dict[tuple[str, str, str], set[float]] = {}
+    found: dict[tuple[str, str, str, str], set[float]] = {}
     for r in results:
-        if ((r.get("search") or {}).get("fit") or {}).get("no_signal"):
+        fit = (r.get("search") or {}).get("fit") or {}
+        if fit.get("no_signal"):
             prov = r.get("provenance") or {}
-            key = (prov.get("dataset", "?"), prov.get("extractor", "?"), prov.get("variant", "default"))
+            key = (prov.get("dataset", "?"), prov.get("extractor", "?"), prov.get("variant", "default"), str(fit.get("prior", "")))
             found.setdefault(key, set()).add(as_float(r["target"]["eps"]))
     return [
         f"NOTE: {d} × {e} [{v}] at target ε = {', '.join(f'{x:g}' for x in sorted(eps))}: too few training records for "
-        "the stages at this ε (the planned selection noise exceeds 0.5 % of N): no stage ran, the whole budget went "
-        "to one run at the public prior r = 1.8·μ·N/√P (docs/methods.md §3)"
-        for (d, e, v), eps in sorted(found.items())
+        "the stages at this ε (the planned selection noise could not rank trials): no stage ran, the whole budget went "
+        f"to one run at the public prior {prior} (docs/methods.md §3)"
+        for (d, e, v, prior), eps in sorted(found.items())
     ]
 
 

@@ -61,6 +61,12 @@ def _grid_steps(config: dict, space: SearchSpace, method: str) -> float:
     return float(sum(t for _, t in GridConfig.from_config(config, method).points(space)))
 
 
+def _koskela_runs(kc: KoskelaConfig) -> float:
+    """Full-size runs of one Koskela-Kulkarni target: its trials on the q-subsample (a q share of the
+    rows each), then one final run on all of them."""
+    return kc.q * kc.ps.k_dist.mean_trials + 1
+
+
 #: Expected trial-steps of one search job (one seed, every target) of each method.
 TRIAL_STEPS: dict[str, Callable[[dict, SearchSpace, int], float]] = {
     "random_search": lambda c, s, n: n * _mean_t(s),
@@ -68,8 +74,7 @@ TRIAL_STEPS: dict[str, Callable[[dict, SearchSpace, int], float]] = {
     "grid_oracle": lambda c, s, n: n * _grid_steps(c, s, ORACLE),
     "grid_accounted": lambda c, s, n: n * _grid_steps(c, s, ACCOUNTED),
     "papernot_steinke": lambda c, s, n: n * PSConfig.from_config(c).k_dist.mean_trials * _mean_t(s),
-    # trials on the q-subsample (a q share of the rows), then one final run on all of them
-    "koskela": lambda c, s, n: n * (KoskelaConfig.from_config(c).q * KoskelaConfig.from_config(c).ps.k_dist.mean_trials + 1) * _mean_t(s),
+    "koskela": lambda c, s, n: n * _koskela_runs(KoskelaConfig.from_config(c)) * _mean_t(s),
     "oso_dpsgd": lambda c, s, n: n * sum(t for _, t in OsoConfig.from_config(c).candidates(s)),
     "mehta": lambda c, s, n: float(n),
 }
