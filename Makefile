@@ -1,11 +1,11 @@
-# dphpo: make install | study | check (lint + test) | test | lint | paper-embedded | bench
+# dphpo: make install | study | check (lint + test) | test | lint | paper-embedded | bench | gpu-check
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 
-.PHONY: install study check test lint format paper-embedded report bench clean
+.PHONY: install study check test lint format paper-embedded report bench gpu-check clean
 
 install: $(STAMP)
 
@@ -49,6 +49,11 @@ format: install
 
 bench: install
 	$(BIN)/python benchmarks/trainer.py
+
+# On a GPU box: the tiny study on the GPU against the CPU, release by release, then the trainer,
+# fine-tuning and extraction benchmarks on the GPU (benchmarks/gpu_check.py; exit 1 if a release differs).
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

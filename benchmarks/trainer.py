@@ -7,16 +7,24 @@ Measured side by side in one run on the same synthetic features (N×d fp32, K cl
     of nn.Linear(d, K, bias=False) under CE loss, clip, sum, Gaussian noise), the batch processed in
     chunks so the N×K×d per-sample tensor fits in memory: trial-steps/s = 1 / step time;
   * fp32 GEMM throughput of the two products the trainer does per step at H = 64, and the fraction of
-    it the trainer reaches.
+    it the trainer reaches;
+  * where the noise goes (`--noise`): the trainer with its private draws made one step ahead on worker
+    threads (the default, `dphpo.train.noise`), made in line, and with σ = 0 (nothing drawn): the ahead
+    column equal to the σ = 0 one means the noise is off the critical path.
+
+`--device cuda` runs it all on a GPU (features, weights, GEMMs; the noise is still drawn on CPU
+generators: the same numbers on any device), with the roof measured at every H and no opacus or
+two-pass baselines unless `--baselines`. `--shape` names the shapes of the issue's table: cifar10
+(N 50000, d 768, K 10), cifar100 (K 100), imagenet (N 1281167, d 1024, K 1000).
 
 Usage:  python benchmarks/trainer.py [--quick] [--n 60000] [--d 1280] [--k 10] [--threads 2]
+        python benchmarks/trainer.py --device cuda --shape cifar10 --trials 1,16,64,256
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 import warnings
@@ -24,36 +32,38 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from dphpo.device import cpu_model
 from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, TrialBatch, train_linear_dpgd
+
+SHAPES = {"cifar10": (50000, 768, 10), "cifar100": (50000, 768, 100), "imagenet": (1281167, 1024, 1000)}
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def timings(fn, repeats: int) -> tuple[float, float]:
-    """(median, best) wall time of `repeats` calls; best = least disturbed by other load on the machine."""
+    """(median, best) wall time of `repeats` calls (a GPU's queue drained); best = least disturbed by other load."""
     times = []
     for _ in range(repeats):
+        synchronize()
         t0 = time.perf_counter()
         fn()
+        synchronize()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), min(times)
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def batched_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
-    """(median, best) seconds per call of the trainer on H trials of `steps` steps each (σ > 0, ρ = 0.9)."""
-    trials = TrialBatch([0.1] * h, [steps] * h, [1.0] * h, list(range(h)))
-    warm = TrialBatch([0.1] * h, [1] * h, [1.0] * h, list(range(h)))
-    train_linear_dpgd(x, y, k, n_public=len(y), trials=warm)  # warm-up: allocator, BLAS threads
-    return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials), repeats)
+def batched_times(x, y, k, h, steps, repeats, noise: str = "ahead") -> tuple[float, float]:
+    """(median, best) seconds per call of the trainer on H trials of `steps` steps each (ρ = 0.9), the noise
+    drawn one step ahead (`ahead`), in line (`inline`), or not at all (`off`: σ = 0)."""
+    sigma = 0.0 if noise == "off" else 1.0
+    trials = TrialBatch([0.1] * h, [steps] * h, [sigma] * h, list(range(h)))
+    warm = TrialBatch([0.1] * h, [1] * h, [sigma] * h, list(range(h)))
+    ahead = noise != "inline"
+    train_linear_dpgd(x, y, k, n_public=len(y), trials=warm, noise_ahead=ahead)  # warm-up: allocator, BLAS threads
+    return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials, noise_ahead=ahead), repeats)
 
 
 def two_pass_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
@@ -114,8 +124,11 @@ def opacus_step_times(x, y, k, chunk, repeats, clip=1.0, sigma=1.0) -> tuple[flo
 def gemm_rates(x, cols, repeats) -> dict[str, tuple[float, float]]:
     """(median, best) FLOP/s of the trainer's two GEMM shapes at HK = `cols`: (N×d)·(d×HK), (HK×N)·(N×d)."""
     n, d = x.shape
-    w = torch.randn(cols, d)
-    r = torch.randn(n, cols)
+    w = torch.randn(cols, d, device=x.device)
+    r = torch.randn(min(n, max(1, (1 << 28) // cols)), cols, device=x.device)  # ≤ 1 GiB of residuals
+    if r.shape[0] < n:
+        x = x[: r.shape[0]]
+        n = r.shape[0]
     flops = 2.0 * n * d * cols
     out = {}
     for name, fn in (("logits  X·Wᵀ   (N×d)·(d×HK)", lambda: x @ w.T), ("grad    Rᵀ·X   (HK×N)·(N×d)", lambda: r.T @ x)):
@@ -125,39 +138,80 @@ def gemm_rates(x, cols, repeats) -> dict[str, tuple[float, float]]:
     return out
 
 
+def noise_table(x, y, k, hs, args) -> None:
+    """Trial-steps/s with the noise drawn ahead, in line and not at all, and the fraction of the GEMM roof at each H."""
+    n, d = x.shape
+    flops = 4.0 * n * d * k
+    print(f"noise off the critical path ({args.steps} steps per call; TFLOP/s = trial-steps/s x 4·N·d·K;"
+          " roof: fp32 GEMM of the step's two shapes at the same H, mean of the best rates):")
+    print("| H | ahead (trial-steps/s) | inline | σ = 0 | ahead / σ = 0 | TFLOP/s | roof TFLOP/s | of roof |")
+    print("|---|---|---|---|---|---|---|---|")
+    for h in hs:
+        rates = {mode: h * args.steps / batched_times(x, y, k, h, args.steps, args.repeats, mode)[0] for mode in args.noise}
+        roof = statistics.mean(g[1] for g in gemm_rates(x, h * k, args.gemm_repeats).values())
+        ahead = rates.get("ahead", float("nan"))
+        cells = [f"{rates.get(m, float('nan')):,.1f}" for m in ("ahead", "inline", "off")]
+        ratio = ahead / rates["off"] if "off" in rates else float("nan")
+        print(f"| {h} | {' | '.join(cells)} | {ratio:.2f} | {ahead * flops / 1e12:.2f} | {roof / 1e12:.2f} | {ahead * flops / roof:.0%} |",
+              flush=True)
+    print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=60000, help="samples (default 60000)")
     ap.add_argument("--d", type=int, default=1280, help="feature dimension (default 1280)")
     ap.add_argument("--k", type=int, default=10, help="classes (default 10)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), help="N, d, K of a paper dataset × extractor (overrides --n --d --k)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     ap.add_argument("--steps", type=int, default=6, help="DP-GD steps per timed trainer call (default 6)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported (default 3)")
     ap.add_argument("--trials", default="1,16,64", help="trial batch sizes H (default 1,16,64)")
+    ap.add_argument("--noise", default="ahead,inline,off", help="noise modes compared: ahead, inline, off (σ = 0)")
+    ap.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time the two-pass step and opacus (default: on the CPU only)")
     ap.add_argument("--gemm-repeats", type=int, default=20, help="timed GEMM calls per shape; the best is the roof (default 20)")
     ap.add_argument("--opacus-chunk", type=int, default=10000, help="samples per opacus forward/backward (default 10000)")
     ap.add_argument("--quick", action="store_true", help="smoke run: N = 6000")
     args = ap.parse_args()
+    if args.shape:
+        args.n, args.d, args.k = SHAPES[args.shape]
     if args.quick:
         args.n = 6000
+    args.noise = [m.strip() for m in args.noise.split(",") if m.strip()]
+    if not set(args.noise) <= {"ahead", "inline", "off"}:
+        ap.error(f"--noise takes ahead, inline, off; got {args.noise}")
+    baselines = args.device == "cpu" if args.baselines is None else args.baselines
     hs = [int(h) for h in args.trials.split(",")]
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     n, d, k = args.n, args.d, args.k
+    device = torch.device(args.device)
     # Synthetic "features": varied norms so some samples are clipped and some not; learnable labels.
-    x = torch.randn(n, d) * torch.empty(n, 1).uniform_(0.02, 0.2)
-    y = (x @ torch.randn(k, d).T).argmax(1)
+    x = torch.randn(n, d, device=device) * torch.empty(n, 1, device=device).uniform_(0.02, 0.2)
+    y = (x @ torch.randn(k, d, device=device).T).argmax(1)
 
     load0 = os.getloadavg()[0]
-    print(f"DP-GD trainer benchmark  N={n} d={d} K={k}  fp32  torch {torch.__version__}  threads={torch.get_num_threads()}")
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} logical cores; load average at start {load0:.2f}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+    print(f"DP-GD trainer benchmark  N={n} d={d} K={k}  fp32  torch {torch.__version__}  device {args.device} ({where})")
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads; load average at start {load0:.2f}")
     print(f"timings: median (and best) of {args.repeats} calls after a warm-up call; trainer: {args.steps} steps per call")
     per_group = max(1, MAX_LOGIT_ELEMENTS // (k * d))
     if max(hs) > per_group:
         print(f"note: H > {per_group} is split into groups by MAX_LOGIT_ELEMENTS")
     print()
+    noise_table(x, y, k, hs, args)
+    if baselines:
+        baseline_tables(x, y, k, hs, args)
+    print(f"load average at end {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: above ~{args.threads}, other work"
+          " competed for the cores and the numbers are pessimistic and noisy)")
 
+
+def baseline_tables(x, y, k, hs, args) -> None:
+    """The fused trainer against its previous two-pass step and opacus, and its fraction of the GEMM roof at max H."""
+    n, d = x.shape
     rows = []  # (engine, median s/step, best s/step, trials per step)
     for h in hs:
         med, best = batched_times(x, y, k, h, args.steps, args.repeats)
@@ -208,8 +262,6 @@ def main() -> None:
         achieved = rt * flops_per_trial_step
         print(f"trainer at H={h_roof} ({label}): {rt:.2f} trial-steps/s x {flops_per_trial_step / 1e9:.3f} GFLOP"
               f" = {achieved / 1e9:.1f} GFLOP/s = {achieved / roof:.0%} of the GEMM roof")
-    print(f"load average at end {os.getloadavg()[0]:.2f} (on {os.cpu_count()} cores: above ~{args.threads}, other work"
-          " competed for the cores and the numbers are pessimistic and noisy)")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dphpo.tasks",),
     ("dphpo.data",),
     ("dphpo.privacy",),
-    ("dphpo", "dphpo.layout", "dphpo.io", "dphpo.errors", "dphpo.provenance", "dphpo.resume"),
+    ("dphpo", "dphpo.layout", "dphpo.io", "dphpo.errors", "dphpo.provenance", "dphpo.resume", "dphpo.device"),
 ]
 
 # Packages a function may import when it needs them: optional extras (language, offline, workflow)

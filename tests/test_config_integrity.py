@@ -265,3 +265,19 @@ def test_moving_the_data_changes_no_settings_hash():
     validate_config(cfg, SCHEMA)
     validate_config(moved, SCHEMA)
     assert study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling") == study_config.run_settings_hash(moved, "default", "raw", "digits", "linear_scaling")
+
+
+def test_the_device_changes_no_settings_hash_so_a_gpu_run_draws_the_cpu_runs_noise():
+    # measured on an H100: with training.device hashed, a GPU run drew other noise than the CPU run with the same key
+    hashes = set()
+    for device in ("auto", "cpu", "cuda", "cuda:1"):
+        cfg = tiny_config(training={"device": device})
+        validate_config(cfg, SCHEMA, cuda_available=True)
+        hashes.add(study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling"))
+        assert cfg["training"]["device"] == device  # the config itself keeps what it says
+    assert len(hashes) == 1
+    changed = tiny_config(training={"clip_norm": 2.0})
+    validate_config(changed, SCHEMA, cuda_available=True)
+    assert study_config.run_settings_hash(changed, "default", "raw", "digits", "linear_scaling") not in hashes
+    blind = study_config.device_blind({"training": {"device": "cuda", "finetune": {"device": "cuda:0", "lr": 1}}, "devices": [{"device": "cpu"}]})
+    assert blind == {"training": {"device": "auto", "finetune": {"device": "auto", "lr": 1}}, "devices": [{"device": "auto"}]}

@@ -139,10 +139,10 @@ def test_a_trainer_puts_its_task_on_training_device_and_records_the_device_used(
     trainer = trainer_class(task, make_accountant("prv", 1e-5, sample_rate=0.5), settings, task.n_train)
     assert trainer.task is task and task.device == META and placements(task) == {META}
     prov = trainer.provenance()
-    assert prov["device"] == "meta" and prov["settings"]["device"] == "meta"
+    assert prov["compute_device"] == {"device": "meta"} and prov["settings"]["device"] == "meta"
     # auto: the device used is recorded, not "auto"
     auto = trainer_class(TASKS[kind](squad_folder), make_accountant("prv", 1e-5, sample_rate=0.5), settings_class(batch_size=4), task.n_train)
-    assert auto.provenance()["device"] == str(choose_device("auto")) and auto.provenance()["settings"]["device"] == "auto"
+    assert auto.provenance()["compute_device"]["device"] == str(choose_device("auto")) and auto.provenance()["settings"]["device"] == "auto"
 
 
 def test_auto_is_the_gpu_when_there_is_one(monkeypatch):
@@ -151,6 +151,15 @@ def test_auto_is_the_gpu_when_there_is_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert choose_device("auto") == torch.device("cpu")
     assert choose_device("cuda:1") == torch.device("cuda", 1)
+
+
+def test_provenance_names_the_device_used_and_its_model(monkeypatch):
+    from dphpo.device import cpu_model, describe_device
+
+    assert describe_device("cpu") == {"device": "cpu", "model": cpu_model()} and cpu_model()
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert describe_device("cuda:0") == {"device": "cuda:0", "model": "NVIDIA H100 80GB HBM3"}
+    assert describe_device("meta") == {"device": "meta"}
 
 
 def test_a_device_setting_torch_cannot_name_is_refused_with_its_key():
@@ -201,9 +210,16 @@ def test_training_runs_on_the_device_and_a_step_moves_only_indices_and_noise(run
 
 
 @pytest.mark.parametrize("run", ["finetune_classification_ghost", "finetune_causal_lm_hooks", "dpzo_causal_lm"])
-def test_batches_noise_and_directions_are_the_same_draws_on_any_device(run, squad_folder):
+def test_batches_noise_and_directions_are_the_same_draws_on_any_device(run, squad_folder, monkeypatch):
     """Drawn on the CPU from the trial's generators (the secret key's seed in a study), then moved: a run
-    on another device draws the very same numbers, in the same order."""
+    on another device draws the very same numbers, in the same order. (Drawn in line here: the recording
+    mode sees this thread only; tests/test_noise_ahead.py shows drawing ahead gives the same numbers.)"""
+    import dphpo.train.dpzo as dpzo
+    import dphpo.train.finetune as finetune
+    from dphpo.train.noise import DrawAhead
+
+    for trainer in (finetune, dpzo):
+        monkeypatch.setattr(trainer, "DrawAhead", lambda draw, steps, ahead=True: DrawAhead(draw, steps, ahead=False))
     on_cpu, _, _ = train(run, "cpu", squad_folder)
     on_meta, _, _ = train(run, "meta", squad_folder)
     assert len(on_cpu.draws) == len(on_meta.draws) > 3

@@ -15,7 +15,6 @@ from dphpo.features.extractors import (
     check_modality,
     get_extractor,
 )
-from dphpo.features.tensors import resolve_device
 
 __all__ = [
     "EXTRACTOR_KINDS",
@@ -30,6 +29,5 @@ __all__ = [
     "get_extractor",
     "load_feature_cache",
     "read_cache_attrs",
-    "resolve_device",
     "write_feature_cache",
 ]

@@ -11,11 +11,11 @@ import torch
 from dphpo.data import DATASETS, load_dataset
 from dphpo.data.files import dataset_spec
 from dphpo.data.registry import dataset_download, dataset_options
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache
 from dphpo.features.extractors import check_modality, get_extractor
 from dphpo.features.overlap import check_public_checksum
-from dphpo.features.tensors import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     ext = get_extractor(extractor, spec)
     check_modality(ext, dataset, data_spec.modality)
     opts = dataset_options(config, dataset)
-    dev = resolve_device(device)
+    dev = choose_device(device)
 
     t0 = time.perf_counter()
     download = dataset_download(config, dataset)

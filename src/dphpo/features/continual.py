@@ -39,8 +39,9 @@ import torch
 
 from dphpo.data import DATASETS, load_dataset
 from dphpo.data.registry import public_train_size
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError, DPHPOError, InfeasibleBudgetError, dataclass_from_section
-from dphpo.features.tensors import evaluate, images_to_tensor, resolve_device
+from dphpo.features.tensors import evaluate, images_to_tensor
 from dphpo.privacy.accountant import make_accountant
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.dpsgd import train_dpsgd
@@ -155,7 +156,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(cfg.seed)
         model.head = torch.nn.Linear(model.feature_dim, data.num_classes)
-    device = resolve_device(device)
+    device = choose_device(device)
     model = model.to(device, memory_format=torch.contiguous_format).float()
     for m in model.modules():  # opacus' backward hooks forbid in-place ops on the layers' outputs
         if isinstance(m, torch.nn.ReLU):

@@ -28,15 +28,16 @@ import numpy as np
 import torch
 
 from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, minilm_packaged_folder, package_version
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.features.checkpoint import checkpoint_path, load_checkpoint, network_from_checkpoint
 from dphpo.features.networks import PooledFeatures
 from dphpo.features.tensors import (
     _autocast,
     autocast_dtype,
-    images_to_tensor,
+    normalize_images,
+    prefetch_to_device,
     progress_bar,
-    resolve_device,
     state_dict_sha256,
 )
 from dphpo.provenance import sha256_file
@@ -157,6 +158,11 @@ class IdentityFeatures(Extractor):
         return a
 
 
+#: Feature rows kept on the device before one copy to the host (320 MiB at d = 1280): a copy per batch
+#: would make the host wait for every batch before queueing the next.
+HOST_COPY_ROWS = 1 << 16
+
+
 class TorchImageExtractor(Extractor):
     """A frozen image network; subclasses build the model and say how to preprocess."""
 
@@ -187,23 +193,27 @@ class TorchImageExtractor(Extractor):
     def extract(self, inputs, *, device: torch.device | str = "cpu", batch_size: int | None = None,
                 progress: bool = True) -> np.ndarray:
         x = _check_image_inputs(self.name, inputs)
-        device = resolve_device(device)
+        device = choose_device(device)
         batch_size = int(batch_size or self.default_batch_size)
         model = self.model.to(device=device, memory_format=torch.channels_last)
-        outputs = []
+        mean, std = (torch.tensor(v, dtype=torch.float32, device=device) for v in (self.mean, self.std))
+        starts = range(0, len(x), batch_size)
+        batches = prefetch_to_device((x[start:start + batch_size] for start in starts), device)
+        out, pending, done = None, [], 0
         with torch.inference_mode(), _autocast(device, self.precision):
-            for start in progress_bar(range(0, len(x), batch_size), desc=self.name, disable=not progress):
-                batch = images_to_tensor(
-                    x[start:start + batch_size], resolution=self.resolution, mean=self.mean, std=self.std,
-                    interpolation=self.interpolation, device=device,
-                )
-                feats = model(batch)
-                outputs.append(feats.float().cpu())
-        if outputs:
-            out = torch.cat(outputs).numpy().astype(np.float32, copy=False)
-        else:
+            for start, batch in zip(progress_bar(starts, desc=self.name, disable=not progress), batches):
+                batch = normalize_images(batch, resolution=self.resolution, mean=mean, std=std,
+                                         interpolation=self.interpolation)
+                pending.append(model(batch).float())
+                if len(pending) * batch_size >= HOST_COPY_ROWS or start + batch_size >= len(x):
+                    rows = torch.cat(pending).cpu().numpy()  # the only wait for the device
+                    if out is None:
+                        out = np.empty((len(x), rows.shape[1]), dtype=np.float32)
+                    out[done:done + len(rows)] = rows
+                    done, pending = done + len(rows), []
+        if out is None:
             out = np.zeros((0, self.feature_dim or 0), dtype=np.float32)
-        self.feature_dim = int(out.shape[1]) if out.ndim == 2 and out.shape[0] else self.feature_dim
+        self.feature_dim = int(out.shape[1]) if out.shape[0] else self.feature_dim
         return out
 
     def attrs(self) -> dict[str, Any]:
@@ -427,7 +437,7 @@ class MiniLMExtractor(Extractor):
         if isinstance(inputs, np.ndarray) and inputs.dtype.kind in "uif":
             raise ConfigError(f"extractor {self.name!r} (minilm) takes texts but got a numeric array {inputs.shape}")
         texts = [str(t) for t in inputs]
-        device = resolve_device(device)
+        device = choose_device(device)
         batch_size = int(batch_size or self.default_batch_size)
         model = self.model.to(device)
         out = np.zeros((len(texts), self.feature_dim), dtype=np.float32)

@@ -36,12 +36,13 @@ from tqdm.auto import tqdm
 
 from dphpo.data import DATASETS, load_dataset
 from dphpo.data.synthetic import DEFAULT_N_TEST, DEFAULT_N_TRAIN, load_synthetic_shapes
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError, dataclass_from_section
 from dphpo.features.checkpoint import CHECKPOINT_FORMAT, save_checkpoint
 from dphpo.features.continual import PrivateStageConfig, check_private_stage, check_study_overlap, continue_privately
 from dphpo.features.networks import ARCH_OPTIONS, ARCHS, NORMS, FeatureNet, build_network
 from dphpo.features.overlap import check_study_extractors
-from dphpo.features.tensors import EVAL_BATCH, _autocast, evaluate, images_to_tensor, resolve_device, state_dict_sha256
+from dphpo.features.tensors import EVAL_BATCH, _autocast, evaluate, images_to_tensor, state_dict_sha256
 from dphpo.provenance import config_hash, package_versions
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ def _make_optimizer(model: torch.nn.Module, cfg: PretrainConfig) -> torch.optim.
 def pretrain(cfg: PretrainConfig, dataset, *, device: str | torch.device | None = None,
              progress: bool = True) -> tuple[FeatureNet, dict[str, Any]]:
     """Train `cfg.arch` on `dataset` (a registry `Dataset` of images); returns (model, record)."""
-    device = resolve_device(device or cfg.device)
+    device = choose_device(device or cfg.device)
     torch.manual_seed(cfg.seed)
     model = build_network(cfg.arch, dataset.num_classes, **cfg.arch_options())
     model = model.to(device=device, memory_format=torch.channels_last)

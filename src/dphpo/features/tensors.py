@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -23,13 +23,6 @@ logger = logging.getLogger(__name__)
 
 EVAL_BATCH = 512
 
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    if isinstance(device, torch.device):
-        return device
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
@@ -88,28 +81,62 @@ def _autocast(device: torch.device, precision: str = "auto"):
     return nullcontext() if dtype == torch.float32 else torch.autocast(device.type, dtype=dtype)
 
 
-def images_to_tensor(
-    batch: np.ndarray | torch.Tensor,
-    *,
-    resolution: int | tuple[int, int] | None,
-    mean: Sequence[float],
-    std: Sequence[float],
-    interpolation: str = "bilinear",
-    device: torch.device = torch.device("cpu"),
-) -> torch.Tensor:
-    """uint8 (B, H, W) or (B, H, W, 3) -> normalized float (B, 3, R, R), channels_last.
-
-    Grey images are replicated to 3 channels; images are resized to `resolution` (no crop: the
-    small research datasets are already centred), scaled to [0, 1], then normalized. `batch` may
-    also be a uint8 torch tensor (e.g. a dataset already on the GPU).
-    """
+def images_to_device(batch: np.ndarray | torch.Tensor, device: torch.device = torch.device("cpu")) -> torch.Tensor:
+    """Images as they are (uint8) on `device`; to a GPU from page-locked memory without blocking."""
     if isinstance(batch, torch.Tensor):
-        x = batch.to(device)
-    else:
+        return batch.to(device)
+    if device.type != "cuda":
         batch = np.ascontiguousarray(batch)
         if not batch.flags.writeable:
             batch = batch.copy()
-        x = torch.from_numpy(batch).to(device)
+        return torch.from_numpy(batch).to(device)
+    # one host copy, straight into page-locked memory (also from a read-only or memory-mapped array)
+    pinned = torch.empty(batch.shape, dtype=torch.from_numpy(np.empty(0, batch.dtype)).dtype, pin_memory=True)
+    pinned.numpy()[...] = batch
+    return pinned.to(device, non_blocking=True)
+
+
+def prefetch_to_device(batches: Iterable, device: torch.device) -> Iterator[torch.Tensor]:
+    """`images_to_device` of each batch, the next batch's copy queued before this one is handed out.
+
+    On a GPU the copies run on a side stream, so the copy of batch i + 1 overlaps the compute of batch i.
+    """
+    if device.type != "cuda":
+        yield from (images_to_device(b, device) for b in batches)
+        return
+    copy_stream, compute_stream = torch.cuda.Stream(device), torch.cuda.current_stream(device)
+
+    def ready(staged: tuple[torch.Tensor, torch.cuda.Event]) -> torch.Tensor:
+        x, copied = staged
+        compute_stream.wait_event(copied)
+        x.record_stream(compute_stream)  # its memory, allocated on the copy stream, is in use until then
+        return x
+
+    staged = None
+    for batch in batches:
+        with torch.cuda.stream(copy_stream):
+            upcoming = images_to_device(batch, device), copy_stream.record_event()
+        if staged is not None:
+            yield ready(staged)
+        staged = upcoming
+    if staged is not None:
+        yield ready(staged)
+
+
+def normalize_images(
+    x: torch.Tensor,
+    *,
+    resolution: int | tuple[int, int] | None,
+    mean: Sequence[float] | torch.Tensor,
+    std: Sequence[float] | torch.Tensor,
+    interpolation: str = "bilinear",
+) -> torch.Tensor:
+    """uint8 (B, H, W) or (B, H, W, 3) tensor -> normalized float (B, 3, R, R), channels_last, on its device.
+
+    Grey images are replicated to 3 channels; images are resized to `resolution` (no crop: the
+    small research datasets are already centred), scaled to [0, 1], then normalized. `mean` and
+    `std` may be float32 tensors already on the device (no copy per batch).
+    """
     x = x.unsqueeze(1) if x.ndim == 3 else x.permute(0, 3, 1, 2)
     x = x.float().div_(255.0)
     if x.shape[1] == 1:
@@ -122,10 +149,24 @@ def images_to_tensor(
             x = F.interpolate(x, size=size, mode=mode, **kw)
             if mode == "bicubic":
                 x = x.clamp_(0.0, 1.0)
-    m = torch.tensor(mean, dtype=x.dtype, device=device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=device).view(1, -1, 1, 1)
+    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
     x = (x - m) / s
     return x.contiguous(memory_format=torch.channels_last)
+
+
+def images_to_tensor(
+    batch: np.ndarray | torch.Tensor,
+    *,
+    resolution: int | tuple[int, int] | None,
+    mean: Sequence[float],
+    std: Sequence[float],
+    interpolation: str = "bilinear",
+    device: torch.device = torch.device("cpu"),
+) -> torch.Tensor:
+    """uint8 images (array or tensor, e.g. a dataset already on the GPU) -> `normalize_images` on `device`."""
+    return normalize_images(images_to_device(batch, device), resolution=resolution, mean=mean, std=std,
+                            interpolation=interpolation)
 
 
 @torch.no_grad()

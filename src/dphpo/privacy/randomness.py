@@ -229,10 +229,10 @@ def load_key(path: str | os.PathLike | None = None, *, create: bool = True) -> N
             f"noise key file {path} is readable by others (mode {stat.S_IMODE(mode):o}); "
             f"its key keeps every result's noise secret: chmod 600 {path}"
         )
-    text = path.read_text().strip()
     try:
+        text = path.read_text().strip()
         secret = bytes.fromhex(text)
-    except ValueError:
+    except (UnicodeDecodeError, ValueError):
         raise ConfigError(f"noise key file {path}: expected {2 * KEY_BYTES} hex digits") from None
     if len(secret) != KEY_BYTES:
         raise ConfigError(f"noise key file {path}: expected {2 * KEY_BYTES} hex digits, got {len(text)}")

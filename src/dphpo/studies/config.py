@@ -149,6 +149,19 @@ def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
     ls = settings.get("linear_scaling") or {}
     if ls.get("safeguard") is True:  # `true` stands for the recommended guards: hash what they are
         settings["linear_scaling"] = ls | {"safeguard": RECOMMENDED_SAFEGUARD.to_dict()}
+    return device_blind(settings)
+
+
+def device_blind(settings: Any) -> Any:
+    """`settings` with every `device` entry at its default, `auto`. Where a job computes is not what it
+    computes: every private draw comes from CPU generators on any device (dphpo.train.noise), so a CPU and a
+    GPU run of one config and key release the same noise and, to float rounding, the same numbers
+    (benchmarks/gpu_check.py). A device change thus neither reruns a job nor changes its noise labels;
+    provenance records the device used (`compute_device`)."""
+    if isinstance(settings, dict):
+        return {k: "auto" if k == "device" and isinstance(v, str) else device_blind(v) for k, v in settings.items()}
+    if isinstance(settings, list):
+        return [device_blind(v) for v in settings]
     return settings
 
 
@@ -533,7 +546,7 @@ def language_settings(config: dict, name: str, method: str | None = None) -> dic
     if method == "linear_scaling_safeguarded":
         guards = safeguarded_section(language_config(config, settings["study"]).get("linear_scaling"))["safeguard"]
         settings["safeguard"] = Safeguard.from_config(guards).to_dict()
-    return settings
+    return device_blind(settings)
 
 
 def language_method_config(cfg: dict, method: str) -> dict:

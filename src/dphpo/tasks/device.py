@@ -11,16 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dphpo.errors import ConfigError
+from dphpo.device import check_device_setting, choose_device
 
-
-def choose_device(name: str | torch.device | None = "auto") -> torch.device:
-    """`auto` (or None): CUDA when this process sees a GPU, else the CPU; otherwise the device named."""
-    if isinstance(name, torch.device):
-        return name
-    if name in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+__all__ = ["OnDevice", "check_device_setting", "choose_device"]
 
 
 class OnDevice:
@@ -41,15 +34,3 @@ class OnDevice:
     def rows(self, idx: torch.Tensor) -> torch.Tensor:
         """A batch's indices (drawn on the CPU) where the data are: the only tensor a step moves to index them."""
         return idx.to(self.device)
-
-
-def check_device_setting(name: str, where: str) -> str:
-    """`name` if it is `auto` or a device torch can name (`cpu`, `cuda`, `cuda:N`, …); a ConfigError at `where` otherwise."""
-    try:
-        if not isinstance(name, str):
-            raise TypeError(name)
-        if name != "auto":
-            torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ConfigError(f"{where}: expected auto, cpu, cuda or cuda:N, got {name!r}") from None
-    return name

@@ -1,5 +1,5 @@
 """Training engines: batched full-batch DP-GD for linear heads."""
 
-from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd
+from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd
 
-__all__ = ["TrialBatch", "accuracy_counts", "resolve_device", "train_linear_dpgd"]
+__all__ = ["TrialBatch", "accuracy_counts", "train_linear_dpgd"]

@@ -36,18 +36,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dphpo.train.noise import DrawAhead, pin, to_device
+
 # Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
 # larger trial batches are split into groups.
 MAX_LOGIT_ELEMENTS = 1 << 26
 # Bytes of X per row chunk on the CPU: small enough to stay in a last-level cache between a chunk's
 # two GEMMs (measured on a 32 MiB L3: 1–8 MiB chunks all give the full gain).
 CPU_CHUNK_BYTES = 8 << 20
-
-
-def resolve_device(device: str = "auto") -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 @dataclass
@@ -91,6 +87,7 @@ def train_linear_dpgd(
     desc: str = "DP-GD",
     sample_rate: float | None = None,
     on_step: Callable[[int, np.ndarray, torch.Tensor, torch.Tensor], None] | None = None,
+    noise_ahead: bool = True,
 ) -> torch.Tensor:
     """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU, in the features' dtype.
 
@@ -102,7 +99,8 @@ def train_linear_dpgd(
     `on_step(t, index, weights, noisy_grad)`, if given, sees every step's release (privacy audits,
     dphpo.audit: the white-box adversary): `index` holds the positions in `trials` of the active
     trials, `weights` (active, K, d) the models the step's gradients were taken at, `noisy_grad`
-    (active, K, d) the noisy averaged gradient of the step, before the update.
+    (active, K, d) the noisy averaged gradient of the step, before the update. `noise_ahead=False` draws
+    each step's noise in line instead of one step ahead (`dphpo.train.noise`; the same numbers, slower).
     """
     if not float(n_public) > 0:
         raise ValueError(f"n_public must be a positive declared size, got {n_public}")
@@ -122,14 +120,15 @@ def train_linear_dpgd(
         group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
         hook = None if on_step is None else (lambda t, w, g, idx=idx: on_step(t, idx[: w.shape[0]], w, g))
         weights[torch.as_tensor(idx)] = _train_group(
-            features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook
+            features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook, noise_ahead
         ).cpu()
     bar.close()
     return weights
 
 
 def _train_group(
-    features, labels, num_classes, trials, n_public, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None
+    features, labels, num_classes, trials, n_public, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None,
+    noise_ahead=True,
 ):
     device, dtype = features.device, features.dtype
     n, d = features.shape
@@ -145,33 +144,46 @@ def _train_group(
         for j, g in enumerate(gens):
             w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
     v = torch.zeros_like(w)
-    for t in range(steps[0] if steps else 0):
-        active = sum(1 for s in steps if s > t)  # prefix, since steps are sorted descending
-        keep = None
-        if sample_rate is not None:
-            # Poisson subsampling: each trial keeps each example with probability q (its own generator).
-            keep = torch.stack([torch.rand(n, generator=gens[j]) < sample_rate for j in range(active)], dim=1)
-            keep = keep.to(device=device, dtype=dtype)
-        clipped_sum = clipped_sums(features, x_norm, onehot, w[:active], clip_scales(clip_norm, keep))
-        noise = torch.stack(
-            [
-                torch.randn(num_classes, d, generator=gens[j], dtype=torch.float32) * (sigma[j] * clip_norm)
-                if sigma[j] > 0
-                else torch.zeros(num_classes, d)
-                for j in range(active)
-            ]
-        ).to(device=device, dtype=dtype)
-        grad = (clipped_sum + noise) / (n_public if sample_rate is None else sample_rate * n_public)
-        if on_step is not None:
-            on_step(t, w[:active], grad)
-        v[:active] = momentum * v[:active] + grad
-        w[:active] = w[:active] - eta[:active] * v[:active]
-        bar.update(active)
+    total_steps = steps[0] if steps else 0
+    draws = DrawAhead(lambda t: _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device),
+                      total_steps, ahead=noise_ahead)
+    try:
+        for t in range(total_steps):
+            active = sum(1 for s in steps if s > t)  # prefix, since steps are sorted descending
+            keep_host, noise_host = draws.get(t)
+            keep = None if keep_host is None else to_device(keep_host, device).to(dtype)
+            clipped_sum = clipped_sums(features, x_norm, onehot, w[:active], clip_scales(clip_norm, keep))
+            noise = to_device(noise_host, device, dtype)
+            grad = (clipped_sum + noise) / (n_public if sample_rate is None else sample_rate * n_public)
+            if on_step is not None:
+                on_step(t, w[:active], grad)
+            v[:active] = momentum * v[:active] + grad
+            w[:active] = w[:active] - eta[:active] * v[:active]
+            bar.update(active)
+    finally:
+        draws.close()
     if free_step:
         # Post-processing (Panda et al., Fig. 9): the momentum part of the next update, ρ·v, needs no
         # new gradient, so applying it costs no privacy.
         w = w - eta * momentum * v
     return w
+
+
+def _draw_step(gens, active, n, shape, sigma, clip_norm, sample_rate, device):
+    """One step's private draws of the `active` trials, on the CPU, each trial from its own generator in the
+    order the step uses them (its Poisson mask, then its noise): (keep (N, active) bool or None, noise
+    (active, K, d) fp32), in pinned memory when training runs on a GPU. One thread draws them all: split
+    over a pool, the trials' small draws ran slower on one H100 (GIL and intra-op threads contend)."""
+    keep = None if sample_rate is None else pin(torch.empty(n, active, dtype=torch.bool), device)
+    noise = pin(torch.empty(active, *shape, dtype=torch.float32), device)
+    for j in range(active):
+        if keep is not None:
+            keep[:, j] = torch.rand(n, generator=gens[j]) < sample_rate
+        if sigma[j] > 0:  # torch.randn(shape, generator=gens[j]) * (σ_j C), drawn in place
+            noise[j].normal_(generator=gens[j]).mul_(sigma[j] * clip_norm)
+        else:
+            noise[j].zero_()
+    return keep, noise
 
 
 def chunk_rows(features: torch.Tensor, columns: int) -> int:
@@ -194,10 +206,20 @@ def clip_scales(clip_norm: float, keep: torch.Tensor | None = None):
 
 
 def softmax_residuals_(logits: torch.Tensor, onehot: torch.Tensor) -> torch.Tensor:
-    """P − Y in place of logits (n, H, K): a numerically stable softmax over the class axis, minus the labels."""
+    """P − Y of logits (n, H, K) (in place on the CPU): a numerically stable softmax over the class axis, minus the labels."""
+    if logits.device.type != "cpu":
+        # One fused kernel on a GPU; on the CPU torch.softmax over a short last axis costs as much as a GEMM.
+        return torch.softmax(logits, dim=2).sub_(onehot.unsqueeze(1))
     logits.sub_(logits.amax(dim=2, keepdim=True)).exp_()
     logits.div_(logits.sum(dim=2, keepdim=True))
     return logits.sub_(onehot.unsqueeze(1))
+
+
+def residual_norms(resid: torch.Tensor) -> torch.Tensor:
+    """‖p_i − y_i‖ per row and trial (n, H): one reading pass on a GPU, the CPU's historical formula there."""
+    if resid.device.type != "cpu":
+        return torch.linalg.vector_norm(resid, dim=2)
+    return resid.square().sum(dim=2).sqrt_()
 
 
 def clipped_sums(
@@ -222,7 +244,7 @@ def clipped_sums(
         sl = slice(start, min(n, start + rows))
         x = features[sl]
         resid = softmax_residuals_((x @ w_flat.T).view(-1, h, k), onehot[sl])
-        norms = resid.square().sum(dim=2).sqrt_().mul_(x_norm[sl].unsqueeze(1)).clamp_min_(1e-12)
+        norms = residual_norms(resid).mul_(x_norm[sl].unsqueeze(1)).clamp_min_(1e-12)
         family = scales_of(norms, sl)
         if len(family) == 1:
             coef = resid.mul_(family[0].unsqueeze(2))

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.train.noise import DrawAhead, pin, to_device
 from dphpo.train.oso import OsoRule, adapt, noise_split
 
 
@@ -107,6 +108,7 @@ def train_dpsgd(
     seed: int = 0,
     progress: bool = False,
     desc: str = "DP-SGD",
+    noise_ahead: bool = True,
 ) -> tuple[nn.Module, dict]:
     """Minibatch DP-SGD (Abadi et al. 2016) on any network opacus differentiates per sample (no BatchNorm).
 
@@ -117,7 +119,9 @@ def train_dpsgd(
     empty batch still releases its noise. Training runs where the model's parameters are: `labels` are
     moved there once, `batch_inputs(indices)` builds the input tensor of a batch there (from data its
     caller put there once), per-example norms are computed there. Sampling and noise are drawn on the
-    CPU and the noise moved: the same numbers on any device.
+    CPU and the noise moved: the same numbers on any device; each step's draws (batch, then noise) are made
+    one step ahead on a worker thread (`dphpo.train.noise.DrawAhead`; `noise_ahead=False`: in line, the
+    same numbers).
     Steps are exactly T compositions of the Poisson-subsampled Gaussian (rate q, multiplier σ).
     Returns the trained module (in place, eval mode) and a trace (steps, mean Poisson batch size).
     """
@@ -136,18 +140,25 @@ def train_dpsgd(
     labels = labels.to(device)  # once, not per step
     velocity = torch.zeros(sum(p.numel() for p in params), device=device)
     batches = []
-    for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=2.0):
+
+    def draw(t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Step t's Poisson batch, then its noise (pinned for a GPU), from `gen` in that order."""
         idx = poisson_batch(n, sample_rate, gen)
-        grad_sum = torch.zeros_like(velocity)
-        if idx.numel() > 0:
-            per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx.to(device)])
-            scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
-            grad_sum = scale @ per_sample
-        noise = torch.randn(velocity.shape, generator=gen).to(device=device, dtype=velocity.dtype)
-        noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n_public)
-        velocity = momentum * velocity + noisy
-        apply_step(params, lr, velocity)
-        batches.append(int(idx.numel()))
+        return idx, pin(torch.randn(velocity.shape, generator=gen), device)
+
+    with DrawAhead(draw, int(steps), ahead=noise_ahead) as draws:
+        for t in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=2.0):
+            idx, noise_host = draws.get(t)
+            grad_sum = torch.zeros_like(velocity)
+            if idx.numel() > 0:
+                per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx.to(device)])
+                scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
+                grad_sum = scale @ per_sample
+            noise = to_device(noise_host, device, velocity.dtype)
+            noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n_public)
+            velocity = momentum * velocity + noisy
+            apply_step(params, lr, velocity)
+            batches.append(int(idx.numel()))
     return release_model(gsm).eval(), {"steps": int(steps), "mean_batch": float(np.mean(batches)) if batches else 0.0}
 
 
@@ -166,8 +177,12 @@ def train_cnn_oso(
     channels: Sequence[int] = (16, 32),
     seed: int = 0,
     progress: bool = False,
+    noise_ahead: bool = True,
 ) -> tuple[nn.Module, dict]:
-    """OSO-DPSGD on a SmallCNN with Poisson minibatches of rate q (sums ÷ q·n_public); returns the model and a trace (C_t, ρ_t)."""
+    """OSO-DPSGD on a SmallCNN with Poisson minibatches of rate q (sums ÷ q·n_public); returns the model and a trace (C_t, ρ_t).
+
+    Each step's batch and its two noise vectors are drawn one step ahead on a worker thread
+    (`dphpo.train.noise.DrawAhead`, in the in-line order; `noise_ahead=False`: in line, the same numbers)."""
     # opacus' hooks warn that no *input* requires a gradient: expected, only parameters do
     warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
     if not 0.0 < sample_rate <= 1.0:
@@ -175,12 +190,14 @@ def train_cnn_oso(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny convolutions: extra threads only add synchronisation (10× slower on a busy box)
     try:
-        return _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress)
+        return _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress,
+                              noise_ahead)
     finally:
         torch.set_num_threads(threads)
 
 
-def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress):
+def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu, eta0, rule, momentum, channels, seed, progress,
+                   noise_ahead=True):
     from opacus import GradSampleModule
 
     n = images.shape[0]
@@ -197,25 +214,32 @@ def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu
     velocity = torch.zeros(n_params)
     g_prev, q_prev = torch.zeros(n_params), torch.zeros(n_params)
     trace = {"clip": [], "lr": [], "batch": []}
-    for _ in tqdm(range(int(steps)), desc="OSO-DPSGD (CNN)", unit="step", disable=not progress):
+
+    def draw(t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Step t's Poisson batch, then the noise of g̃, then that of q̃, from `gen` in that order."""
         idx = poisson_batch(n, sample_rate, gen)
-        if idx.numel() > 0:
-            per_sample = per_sample_gradients(gsm, params, images[idx], labels[idx])
-            norms = per_sample.norm(dim=1).clamp_min(1e-12)
-            g_sum = (per_sample * torch.clamp(clip / norms, max=1.0).unsqueeze(1)).sum(0)
-            q_sum = (per_sample * ((norms > clip).float() / norms).unsqueeze(1)).sum(0)
-        else:  # an empty Poisson batch still releases noise
-            g_sum, q_sum = torch.zeros(n_params), torch.zeros(n_params)
-        g_tilde = (g_sum + torch.randn(n_params, generator=gen) * nu_g * clip) / expected_batch
-        q_tilde = (q_sum + torch.randn(n_params, generator=gen) * nu_q) / expected_batch
-        velocity = momentum * velocity + g_tilde
-        apply_step(params, lr, velocity)
-        clip = adapt(clip, rule.rho_c, g_tilde @ q_prev)
-        lr = adapt(lr, rule.rho_r, g_tilde @ g_prev)
-        g_prev, q_prev = g_tilde, q_tilde
-        trace["clip"].append(float(clip))
-        trace["lr"].append(float(lr))
-        trace["batch"].append(int(idx.numel()))
+        return idx, torch.randn(n_params, generator=gen), torch.randn(n_params, generator=gen)
+
+    with DrawAhead(draw, int(steps), ahead=noise_ahead) as draws:
+        for t in tqdm(range(int(steps)), desc="OSO-DPSGD (CNN)", unit="step", disable=not progress):
+            idx, g_noise, q_noise = draws.get(t)
+            if idx.numel() > 0:
+                per_sample = per_sample_gradients(gsm, params, images[idx], labels[idx])
+                norms = per_sample.norm(dim=1).clamp_min(1e-12)
+                g_sum = (per_sample * torch.clamp(clip / norms, max=1.0).unsqueeze(1)).sum(0)
+                q_sum = (per_sample * ((norms > clip).float() / norms).unsqueeze(1)).sum(0)
+            else:  # an empty Poisson batch still releases noise
+                g_sum, q_sum = torch.zeros(n_params), torch.zeros(n_params)
+            g_tilde = (g_sum + g_noise * nu_g * clip) / expected_batch
+            q_tilde = (q_sum + q_noise * nu_q) / expected_batch
+            velocity = momentum * velocity + g_tilde
+            apply_step(params, lr, velocity)
+            clip = adapt(clip, rule.rho_c, g_tilde @ q_prev)
+            lr = adapt(lr, rule.rho_r, g_tilde @ g_prev)
+            g_prev, q_prev = g_tilde, q_tilde
+            trace["clip"].append(float(clip))
+            trace["lr"].append(float(lr))
+            trace["batch"].append(int(idx.numel()))
     model = release_model(gsm)
     return model, {"nu_g": nu_g, "nu_q": nu_q, "final_clip": trace["clip"][-1], "final_lr": trace["lr"][-1],
                    "mean_batch": float(np.mean(trace["batch"])) if trace["batch"] else 0.0}

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from dphpo.errors import ConfigError
 from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.noise import DrawAhead, pin, to_device
 from dphpo.train.task_trainer import TaskTrainer
 
 
@@ -88,11 +89,14 @@ def train_dpzo(
     settings: DPZOSettings,
     progress: bool = False,
     desc: str = "DP-ZO",
+    noise_ahead: bool = True,
 ) -> tuple[nn.Module, dict]:
     """`steps` DP-ZO steps on `model` (in place), where its parameters are (its task put them on
     `training.device`). Batches, directions and noise are seeded by `seed` from separate CPU generators
     (z is public randomness: its generator never sees data), z moved to each parameter's device: the same
-    numbers on any device. q = B/n_public and the noisy sum is divided by q·n_public: the declared public
+    numbers on any device. Each step's draws (batch, direction, noise; each generator in step order) are
+    made one step ahead on a worker thread (`dphpo.train.noise.DrawAhead`; `noise_ahead=False`: in line,
+    the same numbers). q = B/n_public and the noisy sum is divided by q·n_public: the declared public
     size, never the private count."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
@@ -104,21 +108,29 @@ def train_dpzo(
     params = [p for p in model.parameters() if p.requires_grad]
     C, lam = settings.clip_norm, settings.perturbation
     batches, clipped = [], []
-    for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
+
+    def draw(t: int) -> tuple[torch.Tensor, list[torch.Tensor], float]:
+        """Step t's batch, direction (pinned for a GPU) and noise, each from its own generator."""
         idx = poisson_batch(n_train, q, sample_gen)
-        direction = [torch.randn(p.shape, generator=direction_gen).to(device=p.device, dtype=p.dtype) for p in params]
-        sums = []  # on the device: read once per step
-        for chunk in idx.split(settings.physical_batch):
-            d = zo_differences(model, params, direction, example_losses, chunk, lam)
-            clipped.append((d.abs() > C).float().mean())
-            sums.append(d.clamp(-C, C).sum())
-        total = 0.0
-        for s in sums:
-            total += float(s)
-        noise = float(torch.randn((), generator=noise_gen)) * sigma * C
-        g = (total + noise) / (q * n_public)
-        _perturb(params, direction, -lr * g)
-        batches.append(int(idx.numel()))
+        direction = [pin(torch.randn(p.shape, generator=direction_gen), p.device) for p in params]
+        return idx, direction, float(torch.randn((), generator=noise_gen))
+
+    with DrawAhead(draw, int(steps), ahead=noise_ahead) as draws:
+        for t in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
+            idx, direction_host, standard_noise = draws.get(t)
+            direction = [to_device(z, p.device, p.dtype) for p, z in zip(params, direction_host)]
+            sums = []  # on the device: read once per step
+            for chunk in idx.split(settings.physical_batch):
+                d = zo_differences(model, params, direction, example_losses, chunk, lam)
+                clipped.append((d.abs() > C).float().mean())
+                sums.append(d.clamp(-C, C).sum())
+            total = 0.0
+            for s in sums:
+                total += float(s)
+            noise = standard_noise * sigma * C
+            g = (total + noise) / (q * n_public)
+            _perturb(params, direction, -lr * g)
+            batches.append(int(idx.numel()))
     return model.eval(), {
         "steps": int(steps),
         "sample_rate": q,

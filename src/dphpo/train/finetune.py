@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from dphpo.errors import ConfigError
 from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
 from dphpo.train.task_trainer import TaskTrainer
 
 CLIPPING = ("ghost", "hooks")
@@ -216,12 +217,15 @@ def train_dp(
     settings: FinetuneSettings,
     progress: bool = False,
     desc: str = "DP fine-tuning",
+    noise_ahead: bool = True,
 ) -> tuple[nn.Module, dict]:
     """`steps` DP steps on `model` (in place); `example_losses(module, indices)` gives the (B,) losses.
 
     Training runs where the model's parameters are (its task put them on `training.device`), per-example
     norms and clipped sums included. Sampling and noise come from one CPU generator seeded with `seed`, the
-    noise moved to each parameter's device: the same numbers on any device.
+    noise moved to each parameter's device: the same numbers on any device. Each step's draws are made one
+    step ahead on a worker thread (`dphpo.train.noise.DrawAhead`; `noise_ahead=False`: in line, the same numbers);
+    a model of more than `noise.STREAM_ELEMENTS` trainable elements draws its noise in parallel streams.
     Each of the `n_train` examples joins a batch with probability q = B/n_public, and the noisy sum is
     divided by q·n_public = B: both from the declared public size, never the private count n_train.
     (Its `mean_batch` trace is a private statistic: internal logs only.)
@@ -238,9 +242,19 @@ def train_dp(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = NoisyMeanOptimizer(params, lr, settings)
     batches, clipped = [], []
+
+    pool = StreamPool()
+    noise_streams = ParameterNoise([p.shape for p in params], gen, seed, params[0].device, pool)
+
+    def draw(t: int) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """Step t's batch, then its noise, from `gen` (and a large model's further streams) in that order."""
+        idx = poisson_batch(n_train, q, gen)
+        return idx, noise_streams.draw() if private else None
+
+    draws = DrawAhead(draw, int(steps), ahead=noise_ahead)
     try:
-        for _ in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
-            idx = poisson_batch(n_train, q, gen)
+        for t in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=5.0):
+            idx, noise_host = draws.get(t)
             total = [torch.zeros_like(p) for p in params]
             for chunk in idx.split(settings.physical_batch):
                 fn = lambda c=chunk: example_losses(module, c)  # noqa: E731
@@ -252,12 +266,14 @@ def train_dp(
                 for acc, s in zip(total, sums):
                     acc.add_(s)
             noisy = []
-            for p, acc in zip(params, total):
-                noise = torch.randn(p.shape, generator=gen).to(device=p.device, dtype=p.dtype) * (sigma * settings.clip_norm) if private else 0.0
+            for j, (p, acc) in enumerate(zip(params, total)):
+                noise = to_device(noise_host[j], p.device, p.dtype) * (sigma * settings.clip_norm) if private else 0.0
                 noisy.append((acc + noise) / (q * n_public))
             opt.step(noisy)
             batches.append(int(idx.numel()))
     finally:
+        draws.close()
+        pool.close()
         model = unwrap(module) if private else model
     return model.eval(), {
         "steps": int(steps),

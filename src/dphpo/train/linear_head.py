@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from dphpo.data.metrics import majority_label_scores
+from dphpo.device import choose_device, describe_device
 from dphpo.io import atomic_path
 from dphpo.privacy.accountant import (
     PlanningAccountant,
@@ -24,7 +25,7 @@ from dphpo.privacy.accountant import (
     config_delta,
     make_accountant,
 )
-from dphpo.train.dpgd import TrialBatch, accuracy_counts, resolve_device, train_linear_dpgd, with_bias_column
+from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd, with_bias_column
 from dphpo.train.protocol import TrialOutcome
 
 
@@ -105,7 +106,7 @@ class PreparedFeatures:
 def prepare_features(feature_set: Any, settings: TrainSettings, n_public: int) -> PreparedFeatures:
     """Move a FeatureSet to the device; optional fixed-norm scaling and bias column (both data-independent).
     `n_public`: the declared public training-set size (never len(feature_set.y_train))."""
-    device = resolve_device(settings.device)
+    device = choose_device(settings.device)
 
     def prep(x: torch.Tensor) -> torch.Tensor:
         x = x.to(device=device, dtype=torch.float32)
@@ -173,6 +174,7 @@ class LinearHeadTrainer:
                 "upstream_privacy": f.attrs.get("upstream_privacy"),
             },
             "training": self.settings.__dict__,
+            "compute_device": describe_device(f.x_train.device),
         }
 
     def run_trials(

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from dphpo.device import choose_device, describe_device
 from dphpo.io import atomic_path
-from dphpo.tasks.device import choose_device
 from dphpo.train.protocol import TrialOutcome
 
 
@@ -43,7 +43,7 @@ class TaskTrainer:
     def provenance(self) -> dict:
         return {
             "trainer": self.kind,
-            "device": str(self.device),
+            "compute_device": describe_device(self.device),
             "settings": self.settings.describe(),
             "accountant": self.accountant.describe(),
             "task": self.task.provenance(),
