@@ -58,3 +58,19 @@ def test_a_measured_throughput_is_positive_and_the_command_prints_every_rule(cap
 
 def test_an_unknown_width_is_none_not_a_guess():
     assert cost.feature_width({"extractors": {"x": {"kind": "something_new"}}}, "digits", "x") is None
+
+
+def test_runtime_limits_are_three_times_the_slowest_job_and_merge_into_the_config(tmp_path, capsys):
+    rules = cost.plan_cost(load_config([TINY]), gflops=0.001, overhead_s=0.0)  # slow enough for limits above the floor
+    by_rule = {r.rule: r for r in rules}
+    limits = cost.runtime_limits(rules)
+    for name, limit in limits.items():
+        r = by_rule[name]
+        assert r.longest_job_seconds * r.jobs >= r.seconds * 0.999  # the slowest job is at least the mean one
+        assert limit == {"runtime": max(cost.RUNTIME_FLOOR_MIN, -(-cost.RUNTIME_SAFETY * r.longest_job_seconds // 60))}
+    assert "run_method" in limits and not any(" " in name for name in limits)  # the CNN baseline is not modelled
+    out = tmp_path / "runtimes.yaml"
+    assert main(["plan-cost", "--configfile", str(TINY), "--gflops", "0.001", "--overhead", "0", "--runtimes", str(out)]) == 0
+    merged = load_config([TINY, out])
+    assert {name: merged["resources"][name]["runtime"] for name in limits} == {n: v["runtime"] for n, v in limits.items()}
+    assert f"wrote {out}" in capsys.readouterr().out

@@ -18,7 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from dphpo.errors import DPHPOError
+from dphpo.io import write_text
 
 # ------------------------------------------------------------------------------------------------
 # argument types: each error names the flag (argparse prefixes "argument --flag:")
@@ -661,6 +664,9 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="write the table: OUT.md, OUT.csv and OUT.json")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
+    p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "
+                   "estimate (resources.<rule>.runtime), to pass after the config: a SLURM job neither killed at its "
+                   "limit nor asking for hours it does not need")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars on stderr")
     return p
 
@@ -799,6 +805,12 @@ def _plan_cost(args: argparse.Namespace) -> int:
         gflops, source = cost.measure_gflops(), "measured here now (the batched trainer on synthetic features)"
     rules = cost.plan_cost(config, gflops, overhead_s=args.overhead)
     total = sum(r.seconds or 0 for r in rules)
+    if args.runtimes:
+        limits = cost.runtime_limits(rules)
+        header = (f"# Runtime limits (minutes) from dphpo plan-cost at {gflops:,.0f} GFLOP/s ({source}): {cost.RUNTIME_SAFETY:g}x each\n"
+                  f"# rule's slowest job, at least {cost.RUNTIME_FLOOR_MIN}. Use: snakemake --configfile {' '.join(args.configfile)} {args.runtimes}\n")
+        write_text(args.runtimes, header + yaml.safe_dump({"resources": limits}, sort_keys=True))
+        print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}")
     if args.json:
         print(json.dumps({"gflops": gflops, "source": source, "overhead_s": args.overhead, "total_seconds": total,
                           "rules": [vars(r) for r in rules]}, indent=2))
@@ -878,6 +890,9 @@ def add_plan_cost_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--gflops", type=positive_float, default=None, help="the trainer's throughput in GFLOP/s (instead of measuring)")
     p.add_argument("--overhead", type=nonnegative_float, default=15.0, help="seconds of start-up per job (imports, the cache)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
+    p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "
+                   "estimate (resources.<rule>.runtime), to pass after the config: a SLURM job neither killed at its "
+                   "limit nor asking for hours it does not need")
     p.set_defaults(handler=_plan_cost)
     return p
 

@@ -11,6 +11,7 @@ CNN baseline and the language rules are listed with their job counts, not timed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ class RuleCost:
     flop: float
     seconds: float | None
     note: str = ""
+    longest_job_seconds: float | None = None  # the slowest single job's estimate (a cluster's runtime limit)
 
 
 def _mean_t(space: SearchSpace) -> float:
@@ -138,6 +140,9 @@ def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHE
         cost.jobs, cost.trial_steps, cost.flop = cost.jobs + jobs, cost.trial_steps + steps, cost.flop + flop
         if gflops:
             cost.seconds += jobs * overhead_s + flop / (gflops * 1e9)
+            if jobs and flop:
+                per_job = overhead_s + flop / jobs / (gflops * 1e9)
+                cost.longest_job_seconds = max(cost.longest_job_seconds or 0.0, per_job)
 
     for dataset, extractor, method, variant in study_config.study_jobs(config):
         if method in NOT_MODELLED:
@@ -165,3 +170,20 @@ def measure_gflops(n: int = 8192, d: int = 512, k: int = 10, trials: int = 16, s
         train_linear_dpgd(x, y, k, batch, n_public=n)
         best = min(best, time.perf_counter() - t0)
     return 4.0 * n * d * k * trials * steps / best / 1e9
+
+
+#: A runtime limit is this many times the slowest job's estimate (the estimate is an expectation; a
+#: Papernot–Steinke search's trial count is random, machines differ), and never below RUNTIME_FLOOR_MIN.
+RUNTIME_SAFETY = 3.0
+RUNTIME_FLOOR_MIN = 10
+
+
+def runtime_limits(rules: list[RuleCost]) -> dict[str, dict[str, int]]:
+    """`resources:` config entries with each estimated rule's runtime limit in minutes (Snakemake's and
+    SLURM's unit): RUNTIME_SAFETY x its slowest job, at least RUNTIME_FLOOR_MIN. A rule without an estimate
+    (not modelled, or no throughput) keeps the limit its rule or config sets."""
+    limits = {}
+    for r in rules:
+        if r.longest_job_seconds is not None and " " not in r.rule:  # "run_method (oso_dpsgd_cnn)": not a rule name
+            limits[r.rule] = {"runtime": max(RUNTIME_FLOOR_MIN, math.ceil(RUNTIME_SAFETY * r.longest_job_seconds / 60))}
+    return limits
