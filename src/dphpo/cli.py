@@ -787,9 +787,10 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Measured GPU throughput of the batched trainer (issue 31: one H100, fp32, CIFAR-10 x ViT-B shapes,
-#: 64 trials: 21.4 TFLOP/s), for `plan-cost --device cuda` on a machine without the GPU.
-GPU_GFLOPS = {"h100": 21_400.0}
+#: Measured GPU throughput of the batched trainer, fp32, CIFAR-10 x ViT-B shapes, 64 trials (issue 31: one H100,
+#: 21.4 TFLOP/s; one H200 with the noise drawn ahead, 29.5 TFLOP/s, benchmarks/README.md), for
+#: `plan-cost --device cuda` on a machine without the GPU.
+GPU_GFLOPS = {"h100": 21_400.0, "h200": 29_500.0}
 
 
 def _plan_cost(args: argparse.Namespace) -> int:
