@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dphpo.train.noise import DrawAhead, pin, to_device
+from dphpo.train.noise import DrawAhead, host_buffer, to_device
 
 # Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
 # larger trial batches are split into groups.
@@ -145,12 +145,13 @@ def _train_group(
             w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
     v = torch.zeros_like(w)
     total_steps = steps[0] if steps else 0
+    # the active trials of step t are a prefix, since steps are sorted descending
     draws = DrawAhead(lambda t: _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device),
                       total_steps, ahead=noise_ahead)
     try:
         for t in range(total_steps):
-            active = sum(1 for s in steps if s > t)  # prefix, since steps are sorted descending
             keep_host, noise_host = draws.get(t)
+            active = noise_host.shape[0]
             keep = None if keep_host is None else to_device(keep_host, device).to(dtype)
             clipped_sum = clipped_sums(features, x_norm, onehot, w[:active], clip_scales(clip_norm, keep))
             noise = to_device(noise_host, device, dtype)
@@ -174,8 +175,8 @@ def _draw_step(gens, active, n, shape, sigma, clip_norm, sample_rate, device):
     order the step uses them (its Poisson mask, then its noise): (keep (N, active) bool or None, noise
     (active, K, d) fp32), in pinned memory when training runs on a GPU. One thread draws them all: split
     over a pool, the trials' small draws ran slower on one H100 (GIL and intra-op threads contend)."""
-    keep = None if sample_rate is None else pin(torch.empty(n, active, dtype=torch.bool), device)
-    noise = pin(torch.empty(active, *shape, dtype=torch.float32), device)
+    keep = None if sample_rate is None else host_buffer((n, active), device, torch.bool)
+    noise = host_buffer((active, *shape), device)
     for j in range(active):
         if keep is not None:
             keep[:, j] = torch.rand(n, generator=gens[j]) < sample_rate

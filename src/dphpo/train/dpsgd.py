@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from dphpo.train.noise import DrawAhead, pin, to_device
+from dphpo.train.noise import DrawAhead, standard_normal, to_device
 from dphpo.train.oso import OsoRule, adapt, noise_split
 
 
@@ -144,7 +144,7 @@ def train_dpsgd(
     def draw(t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Step t's Poisson batch, then its noise (pinned for a GPU), from `gen` in that order."""
         idx = poisson_batch(n, sample_rate, gen)
-        return idx, pin(torch.randn(velocity.shape, generator=gen), device)
+        return idx, standard_normal(velocity.shape, gen, device)
 
     with DrawAhead(draw, int(steps), ahead=noise_ahead) as draws:
         for t in tqdm(range(int(steps)), desc=desc, unit="step", disable=not progress, mininterval=2.0):

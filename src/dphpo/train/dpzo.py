@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from dphpo.errors import ConfigError
 from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
-from dphpo.train.noise import DrawAhead, pin, to_device
+from dphpo.train.noise import DrawAhead, standard_normal, to_device
 from dphpo.train.task_trainer import TaskTrainer
 
 
@@ -112,7 +112,7 @@ def train_dpzo(
     def draw(t: int) -> tuple[torch.Tensor, list[torch.Tensor], float]:
         """Step t's batch, direction (pinned for a GPU) and noise, each from its own generator."""
         idx = poisson_batch(n_train, q, sample_gen)
-        direction = [pin(torch.randn(p.shape, generator=direction_gen), p.device) for p in params]
+        direction = [standard_normal(p.shape, direction_gen, p.device) for p in params]
         return idx, direction, float(torch.randn((), generator=noise_gen))
 
     with DrawAhead(draw, int(steps), ahead=noise_ahead) as draws:

@@ -44,9 +44,16 @@ def to_device(tensor: torch.Tensor, device: torch.device, dtype: torch.dtype | N
     return tensor.to(device=device, dtype=dtype, non_blocking=True)
 
 
-def pin(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Page-locked memory for a host-to-GPU copy that does not block (the CPU copy is the tensor itself)."""
-    return tensor.pin_memory() if device.type == "cuda" else tensor
+def host_buffer(shape, device: torch.device, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An uninitialised CPU tensor for draws bound to `device`: page-locked for a GPU, so that its copy there
+    does not block (drawn into directly: no second host copy to pin it)."""
+    return torch.empty(shape, dtype=dtype, pin_memory=device.type == "cuda")
+
+
+def standard_normal(shape, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """`torch.randn(shape, generator=generator)` (the same numbers: randn is normal_ on an empty tensor), drawn
+    into a `host_buffer` for `device`."""
+    return host_buffer(shape, device).normal_(generator=generator)
 
 
 class DrawAhead(Generic[T]):
@@ -85,11 +92,10 @@ class DrawAhead(Generic[T]):
 
 
 class StreamPool:
-    """Calls `draw(j)` for independent streams j on a few threads; results in stream order.
+    """Calls `draw(j)` for independent streams j (a large model's noise streams) on a few threads.
 
-    Each stream (a trial's generator) is drawn by one thread per call, so its numbers do not depend on
-    how many threads there are. torch releases the GIL inside its kernels, so draws of different
-    generators run in parallel.
+    Each stream is drawn by one thread per call, so its numbers do not depend on how many threads there
+    are. torch releases the GIL inside its kernels, so draws of different generators run in parallel.
     """
 
     def __init__(self, threads: int | None = None):
@@ -156,7 +162,7 @@ class ParameterNoise:
             offset += size
 
     def draw(self) -> list[torch.Tensor]:
-        out = [torch.empty(shape, pin_memory=self.device.type == "cuda") for shape in self.shapes]
+        out = [host_buffer(shape, self.device) for shape in self.shapes]
         flat = [tensor.view(-1) for tensor in out]
 
         def fill(k: int) -> None:
