@@ -31,7 +31,7 @@ def test_the_language_rows_are_the_causal_lm_studies_with_their_pretraining_and_
                           "-d", str(tmp_path / "tree"), "-s", str(ROOT / "Snakefile"), *targets],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "language_method_tweets_gpt2_small " in out.stdout and "run_method" not in out.stdout
+    assert "wildcards: study=tweets_gpt2_small, method=linear_scaling" in out.stdout and "run_method" not in out.stdout
 
 
 def write_release(root: Path, rel: str, record: dict, weights: dict) -> None:

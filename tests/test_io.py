@@ -27,3 +27,43 @@ def test_written_files_get_the_mode_of_a_plain_open(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
     assert read_json(tmp_path / "r.json") == {"eps": "inf"}
+
+
+def test_torch_save_to_an_atomic_handle_writes_the_same_bytes_for_the_same_object(tmp_path):
+    """Saved to a (random temporary) path, torch named the archive's folder after it: two identical runs
+    wrote different bytes, so a checkpoint's sha256 in provenance differed between them."""
+    import hashlib
+
+    import torch
+
+    from dphpo.io import atomic_open
+
+    obj = {"state_dict": {"w": torch.arange(6.0).reshape(2, 3)}, "report": {"steps": 3}}
+    for name in ("a.pt", "b.pt"):
+        with atomic_open(tmp_path / name) as fh:
+            torch.save(obj, fh)
+    digest = [hashlib.sha256((tmp_path / n).read_bytes()).hexdigest() for n in ("a.pt", "b.pt")]
+    assert digest[0] == digest[1]
+    assert torch.equal(torch.load(tmp_path / "a.pt")["state_dict"]["w"], obj["state_dict"]["w"])
+
+
+def test_a_language_jobs_staged_files_reach_their_run_folder_as_links(tmp_path):
+    import os
+
+    import pytest
+
+    from dphpo import layout
+    from dphpo.studies.staged import release_language_run
+
+    job = str(tmp_path / "results/language/s/linear_scaling/seed0/job")
+    os.makedirs(job)
+    for name in layout.LANGUAGE_STAGED:
+        (tmp_path / layout.language_staged(job, 3.0, name)).write_text(name)
+    targets = [str(tmp_path / layout.path(t, study="s", method="linear_scaling", seed=0, eps=3.0))
+               for t in (layout.LANGUAGE_RESULT, layout.LANGUAGE_MODEL, layout.LANGUAGE_INTERNAL)]
+    release_language_run(job, "3", targets)
+    for name, target in zip(layout.LANGUAGE_STAGED, targets):
+        assert open(target).read() == name and os.path.samefile(target, layout.language_staged(job, "3", name))
+        assert os.path.getmtime(target) >= os.path.getmtime(job)  # newer than the job: Snakemake keeps it
+    with pytest.raises(FileNotFoundError, match="eps8.result.json"):
+        release_language_run(job, "8", targets)

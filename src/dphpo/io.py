@@ -15,6 +15,7 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,6 +50,29 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[Any]:
+    """A binary file handle whose content replaces `path` only on success (`atomic_path`). Give it to
+    torch.save rather than a path: saved to a path, torch names the archive's inner folder after the
+    file, here a random temporary name, so two identical runs wrote different bytes (and checksums);
+    saved to a handle, the folder is always `archive`."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        yield fh
+
+
+def link_file(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """`target` made the same file as `source`, atomically: a hard link (no second copy of a large
+    model), or a copy where the two folders are on different file systems. Its time is set to now, so
+    that Snakemake sees it newer than the job that wrote `source`."""
+    with atomic_path(target) as tmp:
+        tmp.unlink()
+        try:
+            os.link(source, tmp)
+        except OSError:  # another file system, or links not allowed there
+            shutil.copyfile(source, tmp)
+    os.utime(target)
 
 
 def _umask() -> int:

@@ -184,6 +184,20 @@ LANGUAGE_RUN_DIR = "results/language/{study}/{method}/seed{seed}/eps{eps}"
 LANGUAGE_RESULT = LANGUAGE_RUN_DIR + "/result.json"  # the release
 LANGUAGE_MODEL = LANGUAGE_RUN_DIR + "/model.pt"  # the released model
 LANGUAGE_INTERNAL = LANGUAGE_RUN_DIR + "/internal.json"  # NOT FOR PUBLICATION
+# what one language job writes (study × method × seed): every target ε of the study, staged as
+# eps<ε>.result.json, eps<ε>.model.pt and eps<ε>.internal.json (NOT FOR PUBLICATION); rule
+# language_release gives each its place above (a hard link: no second copy of a model)
+LANGUAGE_JOB_DIR = "results/language/{study}/{method}/seed{seed}/job"
+LANGUAGE_STAGED = ("result.json", "model.pt", "internal.json")  # in the order of LANGUAGE_RESULT, _MODEL, _INTERNAL
+
+
+def language_staged(job_dir: str, eps: float | str, name: str) -> str:
+    """The staged file `name` (one of LANGUAGE_STAGED) of target ε `eps` in a language job's folder."""
+    if name not in LANGUAGE_STAGED:
+        raise ValueError(f"a language job stages {LANGUAGE_STAGED}, not {name!r}")
+    return f"{job_dir}/eps{eps if isinstance(eps, str) else eps_label(eps)}.{name}"
+
+
 # the non-private reference of a language study (ε = ∞)
 LANGUAGE_NONPRIVATE_RESULT = "results/language/{study}/nonprivate/result.json"
 LANGUAGE_NONPRIVATE_MODEL = "results/language/{study}/nonprivate/model.pt"

@@ -275,7 +275,7 @@ def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = No
             check.problems[:0] = problems
             checks.append(check)
     missing = _completeness(config, checks) if config is not None else []
-    internal = sorted(str(p.relative_to(root)) for p in root.rglob("internal.json"))
+    internal = sorted(str(p.relative_to(root)) for p in root.rglob("*internal.json"))  # staged ones too (layout.language_staged)
     private = [c for c in checks if c.recomputed_eps is not None and c.claimed_eps is not None]
     summary = {
         "releases": len(checks),

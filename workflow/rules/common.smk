@@ -325,22 +325,21 @@ def language_source(wildcards):
     )
 
 
-def language_study_source(name):
-    """Input function of the jobs of language study `name` (its cache or pretrained LM)."""
-    spec = study_config.language_study(config, name)
-    return lambda wildcards: study_config.language_source(config, spec)
-
-
-def language_run_files(template, name):
-    """`template` (dphpo.layout LANGUAGE_RESULT, _MODEL, _INTERNAL) for every target eps of study `name`."""
-    targets = study_config.language_targets(
-        config, study_config.language_study(config, name)
-    )
-    return expand(
-        template,
-        study=name,
-        eps=[layout.eps_label(e) for e in targets],
-        allow_missing=True,
+def language_job(wildcards):
+    """Input of a language release: the folder of the job that ran its study, method and seed, once the
+    release is one the config implies (else a clear error before any job)."""
+    spec = study_config.language_study(config, wildcards.study)
+    labels = [layout.eps_label(e) for e in study_config.language_targets(config, spec)]
+    if wildcards.method not in spec.get("methods", []) or wildcards.eps not in labels:
+        raise WorkflowError(
+            f"language.studies.{wildcards.study}: no {wildcards.method} release at eps {wildcards.eps} "
+            f"(methods {spec.get('methods', [])}, target eps {labels})"
+        )
+    return layout.path(
+        layout.LANGUAGE_JOB_DIR,
+        study=wildcards.study,
+        method=wildcards.method,
+        seed=wildcards.seed,
     )
 
 

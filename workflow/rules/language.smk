@@ -1,9 +1,15 @@
 # The language half of Panda et al. (§5.4-5.5): DP fine-tuning and DP-ZO under the linear scaling rule.
 # Studies are config `language.studies`; each job runs one HPO method of dphpo.hpo on one study and
 # seed for every target eps of the study (trials one after another inside the job) and writes one
-# result.json (+ model, + internal log) per target eps (dphpo.layout, language section).
+# result.json (+ model, + internal log) per target eps into its folder; a local job per target eps
+# links them into the eps's run folder (dphpo.layout, language section).
 # A language table's title, report labels and caption: its spec (dphpo.report.specs.TABLES).
 from dphpo.report import specs as report_specs
+from dphpo.studies import staged
+
+
+localrules:
+    language_release,
 
 
 rule language_pretrain:
@@ -44,50 +50,47 @@ rule language_cache:
         "../scripts/language_cache.py"
 
 
-# One rule per study: its outputs are the study's own target eps (overrides.privacy.target_eps),
-# one result.json, model and internal log each, all written by the one job (one run of the method for
-# every eps, one noise scope). A generic rule cannot say so: Snakemake takes output patterns, never
-# output functions, so every job of a rule writes the same patterns, and the studies' eps lists differ
-# in length and values; an {eps} wildcard would split each job into one per eps (other jobs, other noise).
-for _study in study_config.language_studies(config):
-
-    rule:
-        name:
-            f"language_method_{_study}"
-        input:
-            unpack(language_study_source(_study)),
-        output:
-            results=language_run_files(layout.LANGUAGE_RESULT, _study),
-            models=language_run_files(layout.LANGUAGE_MODEL, _study),
-            internal=language_run_files(layout.LANGUAGE_INTERNAL, _study),
-        log:
-            layout.log(f"language/{_study}/{{method}}/seed{{seed}}"),
-        benchmark:
-            layout.benchmark(f"language/{_study}/{{method}}/seed{{seed}}")
-        wildcard_constraints:
-            method="|".join(study_config.LANGUAGE_METHODS),
-        conda:
-            "../../envs/dphpo.yaml"
-        threads: config["threads"]["train"]
-        resources:
-            **rule_resources("language_method", mem_mb=16000, runtime=240),
-        params:
-            study=_study,
-            settings=lambda w, study=_study: language_settings_hash(study, w.method),
-        script:
-            "../scripts/language_method.py"
+# One job per study × method × seed runs the method for every target eps of its study (one search,
+# one noise scope) and writes them into its folder; language_release (a local rule) gives each target
+# eps its run folder. Snakemake gives all jobs of a rule the same output patterns, and the studies'
+# eps lists differ: so the eps are files of the job's folder, not patterns (dphpo.studies.staged).
+rule language_method:
+    input:
+        unpack(language_source),
+    output:
+        job=directory(layout.LANGUAGE_JOB_DIR),
+    log:
+        layout.log("language/{study}/{method}/seed{seed}"),
+    benchmark:
+        layout.benchmark("language/{study}/{method}/seed{seed}")
+    wildcard_constraints:
+        study="|".join(study_config.language_studies(config)) or "(?!)",
+        method="|".join(study_config.LANGUAGE_METHODS),
+        seed=r"\d+",
+    conda:
+        "../../envs/dphpo.yaml"
+    threads: config["threads"]["train"]
+    resources:
+        **rule_resources("language_method", mem_mb=16000, runtime=240),
+    params:
+        settings=lambda w: language_settings_hash(w.study, w.method),
+    script:
+        "../scripts/language_method.py"
 
 
-# The per-study rules stand for one rule, `language_method`: its cluster settings (`--set-resources
-# language_method:...`, profiles/slurm) apply to each of them, a per-study setting on top. Snakemake
-# matches --set-resources by exact rule name; the settings are read as given, `overwrite_resources`
-# of ResourceSettings (Snakemake's public settings API: rule -> Resources from the command line or a
-# profile, rule -> mapping through the API; Resources.update takes either).
-_overwrite = workflow.resource_settings.overwrite_resources
-for _rule in workflow.rules:
-    if _rule.name.startswith("language_method_"):
-        _rule.resources.update(_overwrite.get("language_method", {}))
-        _rule.resources.update(_overwrite.get(_rule.name, {}))
+rule language_release:
+    input:
+        job=language_job,
+    output:
+        result=layout.LANGUAGE_RESULT,
+        model=layout.LANGUAGE_MODEL,
+        internal=layout.LANGUAGE_INTERNAL,
+    log:
+        layout.log("language/{study}/{method}/seed{seed}/eps{eps}"),
+    wildcard_constraints:
+        seed=r"\d+",
+    run:
+        staged.release_language_run(input.job, wildcards.eps, output)
 
 
 rule language_nonprivate:

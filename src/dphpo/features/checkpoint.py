@@ -11,7 +11,7 @@ import torch
 from dphpo import layout
 from dphpo.errors import ConfigError
 from dphpo.features.networks import FeatureNet, build_network
-from dphpo.io import atomic_path, write_json
+from dphpo.io import atomic_open, write_json
 from dphpo.provenance import sha256_file
 
 CHECKPOINT_FORMAT = "dphpo.pretrained/1"
@@ -28,8 +28,8 @@ def save_checkpoint(checkpoint: dict, path: str | Path, summary_path: str | Path
     `summary_path`: also write everything but the weights as JSON (with the file's sha256).
     """
     path = Path(path)
-    with atomic_path(path) as tmp:
-        torch.save(checkpoint, tmp)
+    with atomic_open(path) as fh:
+        torch.save(checkpoint, fh)
     digest = sha256_file(path)
     if summary_path is not None:
         summary = {k: v for k, v in checkpoint.items() if k != "state_dict"}

@@ -185,7 +185,7 @@ class Paper:
     def language_source(self, method: str, study: str, eps: float | None = None) -> Source:
         """Result files of a method on a language study (`language.studies`) at one target ε, all seeds."""
         eps = self.eps if eps is None else float(eps)
-        rule = f"rule language_method_{study}"
+        rule = f"rule language_method (study {study})"
         spec = study_config.language_studies(self.config).get(study)
         if spec is None:
             return Source(need=f"language.studies: define a study named {study!r}")

@@ -9,11 +9,12 @@ import contextlib
 import logging
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
+from dphpo import layout
 from dphpo.hpo import nonprivate
 from dphpo.hpo import registry as hpo
 from dphpo.privacy.randomness import NoiseScope, key_from_config
@@ -53,11 +54,13 @@ def language_noise_scope(config: dict, name: str, method: str, seed: int) -> Noi
     return key_from_config(config).scope(study=name, seed=int(seed), settings=settings)
 
 
-def run_language_method(config: dict, name: str, method: str, seed: int, source, result_paths: Sequence, model_paths: Sequence,
-                        internal_paths: Sequence) -> list[dict]:
-    """Run `method` (dphpo.hpo.registry) on language study `name`; per target ε of the study (in order,
-    as the output lists are) write result.json (the release), the model and the internal log."""
+def run_language_method(config: dict, name: str, method: str, seed: int, source, job_dir: str) -> list[dict]:
+    """Run `method` (dphpo.hpo.registry) on language study `name`; per target ε of the study write, into
+    the job's folder `job_dir` (layout.LANGUAGE_JOB_DIR), its release, model and internal log, staged as
+    layout.language_staged names them (rule language_release puts each in its run folder)."""
     spec = study_config.language_study(config, name)
+    staged = {k: [layout.language_staged(job_dir, e, k) for e in study_config.language_targets(config, spec)] for k in layout.LANGUAGE_STAGED}
+    result_paths, model_paths, internal_paths = (staged[k] for k in layout.LANGUAGE_STAGED)
     trainer, cfg = build_trainer(config, spec, source)
     cfg = study_config.language_method_config(cfg, method)
     noise = language_noise_scope(config, name, method, seed)

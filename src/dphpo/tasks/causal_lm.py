@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from dphpo.data.overlap import check_deduplicated, load_texts
 from dphpo.data.text import load_text
 from dphpo.errors import ConfigError
-from dphpo.io import atomic_path
+from dphpo.io import atomic_open
 from dphpo.provenance import package_versions, sha256_file
 from dphpo.tasks.device import OnDevice, choose_device
 from dphpo.tasks.models import (
@@ -168,8 +168,8 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, p
         "settings": {k: v for k, v in spec.items() if k != "data"},
         "package_versions": package_versions(("torch", "transformers", "tokenizers")),
     }
-    with atomic_path(out_path) as tmp:
-        torch.save({"tokenizer": tok.to_str(), "config": model.config.to_dict(), "state_dict": model.cpu().state_dict(), "report": report}, tmp)
+    with atomic_open(out_path) as fh:
+        torch.save({"tokenizer": tok.to_str(), "config": model.config.to_dict(), "state_dict": model.cpu().state_dict(), "report": report}, fh)
     return report
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from dphpo.device import choose_device, describe_device
-from dphpo.io import atomic_path
+from dphpo.io import atomic_open
 from dphpo.train.protocol import TrialOutcome
 
 
@@ -99,5 +99,5 @@ class TaskTrainer:
         )
 
     def save_model(self, outcome, index: int, path) -> None:
-        with atomic_path(path) as tmp:
-            torch.save(outcome.models[index], tmp)
+        with atomic_open(path) as fh:
+            torch.save(outcome.models[index], fh)
