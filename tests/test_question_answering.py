@@ -120,8 +120,16 @@ def test_dp_sgd_lora_end_to_end_gives_f1_and_exact_match(squad):
         assert set(out.models[h]) == set(trainable)  # the released model: the adapters
         assert any(not torch.equal(out.models[h][n], before[n]) for n in trainable)
     ev = task.evaluate(task.build_model(), "test")
-    assert 0.0 <= ev["exact"] <= ev["metric"] + 1e-9 <= 100.0 + 1e-9
+    assert 0.0 <= ev["exact_match"] <= ev["metric"] + 1e-9 <= 100.0 + 1e-9
     assert best_index("f1", [10.0, 30.0]) == 1
+    # exact match is carried beside F1 into the released record (issue 31), and only where a task reports it
+    from dphpo.hpo.common import result_metrics
+
+    assert [set(e) for e in out.test_extra] == [{"exact_match"}] * 2
+    fields = result_metrics(trainer, out, 1)
+    assert fields["test_extra"] == out.test_extra[1] and fields["test_metric"] == out.test_metric[1]
+    out.test_extra = None
+    assert "test_extra" not in result_metrics(trainer, out, 1)
 
 
 def test_empty_prediction_scores_unanswerable_questions(squad, monkeypatch):
@@ -129,7 +137,7 @@ def test_empty_prediction_scores_unanswerable_questions(squad, monkeypatch):
     monkeypatch.setattr(task, "predictions", lambda model, split: {
         "Normans0": "France", "Normans1": "Rollo", "Normans2": "", "Cats0": "sixteen hours a day", "Cats1": "blue"})
     ev = task.evaluate(task.build_model(), "test")
-    assert ev["metric"] == pytest.approx(80.0) and ev["exact"] == pytest.approx(80.0)
+    assert ev["metric"] == pytest.approx(80.0) and ev["exact_match"] == pytest.approx(80.0)
     assert ev["score_sum"] == pytest.approx(4.0)
 
 

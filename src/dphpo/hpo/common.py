@@ -53,10 +53,12 @@ def trial_metrics(trainer: PrivateTrainer, outcome: TrialOutcome, index: int) ->
 
 
 def result_metrics(trainer: PrivateTrainer, outcome: TrialOutcome, index: int) -> dict:
-    """MethodResult's metric fields for the released trial `index` (test_accuracy only for accuracy trainers)."""
+    """MethodResult's metric fields for the released trial `index` (test_accuracy only for accuracy trainers;
+    test_extra where the task reports other test metrics)."""
     test, train = float(outcome.test_metric[index]), float(outcome.train_metric[index])
     accuracy = trainer.metric == "accuracy"
-    return {
+    extra = getattr(outcome, "test_extra", None)
+    return ({"test_extra": dict(extra[index])} if extra else {}) | {
         "metric": trainer.metric,
         "test_metric": test,
         "train_metric": train,
@@ -92,6 +94,7 @@ class MethodResult:
     metric: str = "accuracy"  # the trainer's metric: "accuracy" (higher is better), "perplexity" or "f1" (SQuAD, %)
     test_metric: float | None = None  # default: test_accuracy
     train_metric: float | None = None  # default: train_accuracy
+    test_extra: dict = field(default_factory=dict)  # a task's other test metrics (SQuAD: exact_match), recorded beside test_metric
     save_model: Callable[[Any], None] | None = None  # writes the released model (default: weights to npz)
     # Which trials the guarantee covers: "all" when every trial is its own accounted release (composed
     # runs), "selected" when only the best one is (Papernot–Steinke, Koskela: their theorems cover
@@ -140,6 +143,7 @@ class MethodResult:
             "metric": self.metric,
             "test_metric": self.test_metric,
             "train_metric": self.train_metric,
+        } | ({"test_extra": self.test_extra} if self.test_extra else {}) | {
             "released": self.released,
             "selection": self.selection,
             "search": self.search,

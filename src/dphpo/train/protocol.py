@@ -36,6 +36,8 @@ class TrialOutcome:
     test_metric: np.ndarray  # (H,) accuracy or perplexity on the test set (recorded, never selected on)
     test_score_sums: np.ndarray  # (H,) Σ test per-example scores (only for the labelled `test` selection option)
     extras: list[dict] | None = None  # optional per-trial records (e.g. OSO's final C and lr) added to trial records
+    # (H) a task's other test metrics beside `test_metric` (SQuAD: exact_match), recorded as it is; None: none
+    test_extra: list[dict] | None = None
 
 
 @runtime_checkable

@@ -80,7 +80,7 @@ class TaskTrainer:
     def run_trials(self, eta, steps, sigma, seeds, *, progress: bool = True, desc: str = "trials"):
         if not len(eta) == len(steps) == len(sigma) == len(seeds):
             raise ValueError("eta, steps, sigma and seeds must have the same length")
-        models, tr_sum, tr_metric, te_metric, te_sum = [], [], [], [], []
+        models, tr_sum, tr_metric, te_metric, te_sum, te_extra = [], [], [], [], [], []
         for h, (lr, t, s, seed) in enumerate(zip(eta, steps, sigma, seeds)):
             model, _ = self.train_one(float(lr), int(t), float(s), int(seed), progress, f"{desc} {h + 1}/{len(eta)}")
             train_eval = self.task.evaluate(model, "train")
@@ -90,12 +90,14 @@ class TaskTrainer:
             tr_metric.append(train_eval["metric"])
             te_sum.append(test_eval["score_sum"])
             te_metric.append(test_eval["metric"])
+            te_extra.append({k: float(v) for k, v in test_eval.items() if k not in ("score_sum", "metric")})
         return TrialOutcome(
             models=models,
             train_score_sums=np.asarray(tr_sum, float),
             train_metric=np.asarray(tr_metric, float),
             test_metric=np.asarray(te_metric, float),
             test_score_sums=np.asarray(te_sum, float),
+            test_extra=te_extra if any(te_extra) else None,
         )
 
     def save_model(self, outcome, index: int, path) -> None:
