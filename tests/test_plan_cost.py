@@ -74,3 +74,45 @@ def test_runtime_limits_are_three_times_the_slowest_job_and_merge_into_the_confi
     merged = load_config([TINY, out])
     assert {name: merged["resources"][name]["runtime"] for name in limits} == {n: v["runtime"] for n, v in limits.items()}
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+LANGUAGE_TINY = TINY.parent / "language_tiny.yaml"
+
+
+def test_language_rules_cost_six_p_l_per_example_and_count_the_dags_jobs(tmp_path):
+    """The language rows (issue 32): a job per study x method x seed as in the DAG; examples = trial-steps x B;
+    FLOP 6·P·L per example (DP-ZO: 4·P·L), P read off the pretrained LM's architecture."""
+    from dphpo.studies import config as study_config
+    from dphpo.studies import language_cost
+
+    config = load_config([LANGUAGE_TINY])
+    rules = {r.rule: r for r in language_cost.language_costs(config, tflops=1.0, overhead_s=0.0)}
+    studies = study_config.language_studies(config)
+    assert rules["language_method"].jobs == sum(len(s["methods"]) for s in studies.values()) * len(config["seeds"])
+    assert rules["language_nonprivate"].jobs == sum(1 for s in studies.values() if s.get("nonprivate", True))
+    out = snakemake("-n", "--configfile", str(LANGUAGE_TINY), "--replace-workflow-config", "-d", str(tmp_path), "results/tables/table17.md",
+                    "results/tables/table20.md", "results/tables/table6.md", "results/tables/table9.md", "--quiet", "rules")
+    assert re.search(r"^language_method\s+(\d+)$", out.stdout, re.M).group(1) == str(rules["language_method"].jobs)
+
+    lm = studies["tiny_lm"]  # GPT-2 of 1 layer, 16 wide, vocab 300 (trained vocab may be smaller; the spec's is the bound)
+    one = dict(config, language=dict(config["language"], studies=[lm]))
+    (method, reference) = language_cost.language_costs(one, tflops=2.0, overhead_s=0.0)
+    params = language_cost.model_parameters(config, lm)
+    assert 16 * 300 * 2 < params < 40_000  # embeddings and the untied head dominate
+    space = SearchSpace.from_config(study_config.language_config(config, lm, 40)["search_space"])
+    assert reference.trial_steps == sum(t for _, t in space.grid())
+    assert reference.examples == reference.trial_steps * lm["training"]["batch_size"]
+    assert reference.flop == pytest.approx(6 * params * lm["model"]["max_len"] * reference.examples)
+    assert method.seconds == pytest.approx(method.flop / 2e12)
+    zo = dict(config, language=dict(config["language"], studies=[studies["tiny_zo"]]))
+    (zo_method,) = language_cost.language_costs(zo, tflops=None, overhead_s=0.0)
+    assert zo_method.seconds is None and zo_method.flop == pytest.approx(
+        4 * language_cost.model_parameters(config, studies["tiny_zo"]) * 8 * zo_method.examples)
+
+
+def test_a_language_model_of_unknown_size_is_counted_not_timed():
+    from dphpo.studies import language_cost
+
+    spec = {"name": "x", "task": "causal_lm", "model": {"name": "someone/new-model"}}
+    assert language_cost.model_parameters({}, spec) is None
+    assert language_cost.model_parameters({}, {"task": "classification", "model": {"name": "minilm", "train_layers": 1}}) == 1_774_464

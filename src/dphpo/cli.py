@@ -794,7 +794,7 @@ GPU_GFLOPS = {"h100": 21_400.0, "h200": 29_500.0}
 
 
 def _plan_cost(args: argparse.Namespace) -> int:
-    from dphpo.studies import cost
+    from dphpo.studies import cost, language_cost
     from dphpo.studies.validate import load_config
 
     config = load_config(args.configfile)
@@ -804,7 +804,13 @@ def _plan_cost(args: argparse.Namespace) -> int:
         gflops, source = GPU_GFLOPS[args.gpu], f"measured on one {args.gpu.upper()} (issue 31, fp32, 64 trials)"
     else:
         gflops, source = cost.measure_gflops(), "measured here now (the batched trainer on synthetic features)"
-    rules = cost.plan_cost(config, gflops, overhead_s=args.overhead)
+    if args.lm_tflops:
+        lm_tflops, lm_source = args.lm_tflops, "given (--lm-tflops)"
+    else:
+        where = args.gpu if args.device == "cuda" else "cpu"
+        lm_tflops = language_cost.LM_TFLOPS[where]
+        lm_source = f"GPT-2 DP fine-tuning measured on {'one ' + where.upper() if where != 'cpu' else 'a 2-core VM'} (benchmarks/README.md)"
+    rules = cost.plan_cost(config, gflops, overhead_s=args.overhead) + language_cost.language_costs(config, lm_tflops, args.overhead)
     total = sum(r.seconds or 0 for r in rules)
     if args.runtimes:
         limits = cost.runtime_limits(rules)
@@ -813,17 +819,19 @@ def _plan_cost(args: argparse.Namespace) -> int:
         write_text(args.runtimes, header + yaml.safe_dump({"resources": limits}, sort_keys=True))
         print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}")
     if args.json:
-        print(json.dumps({"gflops": gflops, "source": source, "overhead_s": args.overhead, "total_seconds": total,
-                          "rules": [vars(r) for r in rules]}, indent=2))
+        print(json.dumps({"gflops": gflops, "source": source, "lm_tflops": lm_tflops, "lm_source": lm_source,
+                          "overhead_s": args.overhead, "total_seconds": total, "rules": [vars(r) for r in rules]}, indent=2))
         return 0
-    print(f"throughput {gflops:,.0f} GFLOP/s ({source}); {args.overhead:g} s start-up per job")
-    print(f"{'rule':<34} {'jobs':>5} {'trial-steps':>12} {'TFLOP':>10} {'est. time':>10}")
+    print(f"throughput {gflops:,.0f} GFLOP/s ({source}); language rules at {lm_tflops:g} TFLOP/s ({lm_source}); "
+          f"{args.overhead:g} s start-up per job")
+    print(f"{'rule':<34} {'jobs':>5} {'trial-steps':>12} {'examples':>14} {'TFLOP':>12} {'est. time':>10}")
     for r in rules:
         when = "-" if r.seconds is None else f"{r.seconds / 60:.1f} min"
-        print(f"{r.rule:<34} {r.jobs:>5} {r.trial_steps:>12,.0f} {r.flop / 1e12:>10,.1f} {when:>10}" + (f"  ({r.note})" if r.note else ""))
+        examples = f"{r.examples:,.0f}" if r.examples else "-"
+        print(f"{r.rule:<34} {r.jobs:>5} {r.trial_steps:>12,.0f} {examples:>14} {r.flop / 1e12:>12,.1f} {when:>10}" + (f"  ({r.note})" if r.note else ""))
     print(f"{'total (one job at a time)':<34} {sum(r.jobs for r in rules):>5} {sum(r.trial_steps for r in rules):>12,.0f} "
-          f"{sum(r.flop for r in rules) / 1e12:>10,.1f} {total / 60:>6.1f} min")
-    print("not counted: feature extraction, the CNN baseline's training and the language rules (their jobs are in the DAG)")
+          f"{sum(r.examples for r in rules):>14,.0f} {sum(r.flop for r in rules) / 1e12:>12,.1f} {total / 60:>6.1f} min")
+    print("not counted: feature extraction, the CNN baseline's training, the language caches, pretraining and evaluation passes")
     return 0
 
 
@@ -883,12 +891,15 @@ def add_check_config_parser(subparsers: Any) -> argparse.ArgumentParser:
 def add_plan_cost_parser(subparsers: Any) -> argparse.ArgumentParser:
     text = ("What the study target of a config costs before it runs: per rule, its jobs, the trial-steps they train in "
             "expectation and their FLOP (4 N d K per trial-step), and the time at a throughput measured here (a few "
-            "seconds), given, or measured on a named GPU.")
+            "seconds), given, or measured on a named GPU; the language rules by the examples they process (6 P L FLOP "
+            "each) at a measured DP fine-tuning rate.")
     p = subparsers.add_parser("plan-cost", help="the study target's cost per rule, before it runs", description=text)
     p.add_argument("--configfile", nargs="+", required=True, metavar="FILE", help="the config file(s), in snakemake's order")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cpu: measure here; cuda: a named GPU's throughput")
     p.add_argument("--gpu", choices=sorted(GPU_GFLOPS), default="h100", help="the GPU of --device cuda")
     p.add_argument("--gflops", type=positive_float, default=None, help="the trainer's throughput in GFLOP/s (instead of measuring)")
+    p.add_argument("--lm-tflops", type=positive_float, default=None, help="DP fine-tuning's effective TFLOP/s for the language "
+                   "rules (6 P L per example; default: measured, studies.language_cost.LM_TFLOPS)")
     p.add_argument("--overhead", type=nonnegative_float, default=15.0, help="seconds of start-up per job (imports, the cache)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
     p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "

@@ -53,6 +53,7 @@ class RuleCost:
     seconds: float | None
     note: str = ""
     longest_job_seconds: float | None = None  # the slowest single job's estimate (a cluster's runtime limit)
+    examples: float = 0.0  # language rules: the training examples processed (trial-steps x the batch size)
 
 
 def _mean_t(space: SearchSpace) -> float:
@@ -117,10 +118,23 @@ def _search_rules(config: dict, method: str, variant: str, n_targets: int) -> li
     space = SearchSpace.from_config(cfg["search_space"])
     if method == "linear_scaling":
         lsc = LinearScalingConfig.from_config(cfg.get("linear_scaling", {}))
-        searches = len(stage_searches(lsc, study_config.target_eps(cfg), 1))
-        return [("linear_scaling_stage", lsc.n_stages, lsc.n_stages * searches * lsc.n_trials * _mean_t(space)),
-                ("linear_scaling_final", 1, n_targets * _mean_t(space))]
+        stages, final = _linear_scaling_steps(cfg, lsc, space, n_targets)
+        return [("linear_scaling_stage", lsc.n_stages, stages), ("linear_scaling_final", 1, final)]
     return [("run_method", 1, TRIAL_STEPS[method](study_config.method_config(cfg, method), space, n_targets))]
+
+
+def _linear_scaling_steps(cfg: dict, lsc: LinearScalingConfig, space: SearchSpace, n_targets: int) -> tuple[float, float]:
+    """(stage, final) trial-steps of the linear scaling rule at one seed."""
+    searches = len(stage_searches(lsc, study_config.target_eps(cfg), 1))
+    return lsc.n_stages * searches * lsc.n_trials * _mean_t(space), n_targets * _mean_t(space)
+
+
+def search_trial_steps(cfg: dict, method: str, space: SearchSpace, n_targets: int) -> float:
+    """Expected trial-steps of one seed's search of `method` in one job's config (the linear scaling rule
+    and its safeguarded variant: stages and final runs together)."""
+    if method.startswith("linear_scaling"):
+        return sum(_linear_scaling_steps(cfg, LinearScalingConfig.from_config(cfg.get("linear_scaling", {})), space, n_targets))
+    return TRIAL_STEPS[method](cfg, space, n_targets)
 
 
 def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHEAD_S,
