@@ -17,6 +17,7 @@ import torch
 from dphpo.hpo.space import SearchSpace
 from dphpo.studies import config as study_config
 from dphpo.studies.cost import RuleCost, search_trial_steps
+from dphpo.tasks.causal_lm import small_gpt2
 
 #: Parameters an example flows through, of the hub and packaged models, read off their published
 #: configs (no download here): GPT-2 small with its LM head untied (as ghost clipping trains it),
@@ -35,8 +36,6 @@ def model_parameters(config: dict, spec: dict) -> int | None:
     """P of a study: the parameters one training example flows through (None where unknown)."""
     model = spec["model"]
     if model.get("pretrain"):  # the workflow's own small GPT-2: its architecture on the meta device
-        from dphpo.tasks.causal_lm import small_gpt2
-
         pre = config["language"]["pretrain"][model["pretrain"]]
         with torch.device("meta"):
             net = small_gpt2(pre.get("vocab_size", 2048), pre.get("n_layer", 2), pre.get("n_embd", 128), pre.get("n_head", 4),
