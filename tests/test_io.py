@@ -61,7 +61,8 @@ def test_a_language_jobs_staged_files_reach_their_run_folder_as_links(tmp_path):
         (tmp_path / layout.language_staged(job, 3.0, name)).write_text(name)
     targets = [str(tmp_path / layout.path(t, study="s", method="linear_scaling", seed=0, eps=3.0))
                for t in (layout.LANGUAGE_RESULT, layout.LANGUAGE_MODEL, layout.LANGUAGE_INTERNAL)]
-    release_language_run(job, "3", targets)
+    release_language_run(job, "3", targets, str(tmp_path / "release.log"))
+    assert (tmp_path / "release.log").read_text().count(" -> ") == 3
     for name, target in zip(layout.LANGUAGE_STAGED, targets):
         assert open(target).read() == name and os.path.samefile(target, layout.language_staged(job, "3", name))
         assert os.path.getmtime(target) >= os.path.getmtime(job)  # newer than the job: Snakemake keeps it

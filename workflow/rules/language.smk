@@ -90,7 +90,7 @@ rule language_release:
     wildcard_constraints:
         seed=r"\d+",
     run:
-        staged.release_language_run(input.job, wildcards.eps, output)
+        staged.release_language_run(input.job, wildcards.eps, output, log[0])
 
 
 rule language_nonprivate:

@@ -14,12 +14,17 @@ from pathlib import Path
 from dphpo import io, layout
 
 
-def release_language_run(job_dir: str, eps: str, targets: Sequence[str]) -> None:
+def release_language_run(job_dir: str, eps: str, targets: Sequence[str], log_path: str | None = None) -> None:
     """Target ε `eps` (its path label) of the job that wrote `job_dir`, in its run folder: `targets` are
-    its result.json, model and internal log, each the same file as the staged one (a hard link)."""
+    its result.json, model and internal log, each the same file as the staged one (a hard link). The log
+    (`log_path`) names each staged file and its place."""
+    lines = []
     for name, target in zip(layout.LANGUAGE_STAGED, targets, strict=True):
         staged = Path(layout.language_staged(job_dir, eps, name))
         if not staged.is_file():
             raise FileNotFoundError(f"{staged}: the language job wrote no such file (did the study's target_eps change? "
                                     f"rerun the job: snakemake --forcerun {job_dir})")
         io.link_file(staged, target)
+        lines.append(f"{staged} -> {target}")
+    if log_path is not None:
+        io.write_text(log_path, "\n".join(lines) + "\n")
