@@ -664,9 +664,6 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="write the table: OUT.md, OUT.csv and OUT.json")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
-    p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "
-                   "estimate (resources.<rule>.runtime), to pass after the config: a SLURM job neither killed at its "
-                   "limit nor asking for hours it does not need")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bars on stderr")
     return p
 
