@@ -14,13 +14,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.features.continual import PrivateStageConfig, continue_privately
 from dphpo.features.networks import build_network
 from dphpo.privacy.accountant import make_accountant
 from dphpo.tasks.causal_lm import CausalLMTask, small_gpt2
 from dphpo.tasks.classification import SequenceClassificationTask
-from dphpo.tasks.device import choose_device
 from dphpo.tasks.models import linearize_conv1d, set_trainable_gpt2
 from dphpo.tasks.question_answering import Codec, QuestionAnsweringTask, load_split, prepare, prompt, target
 from dphpo.train.dpzo import DPZOSettings, DPZOTrainer

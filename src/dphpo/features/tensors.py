@@ -24,7 +24,6 @@ logger = logging.getLogger(__name__)
 EVAL_BATCH = 512
 
 
-
 def state_dict_sha256(state_dict: dict[str, torch.Tensor]) -> str:
     """sha256 over the tensors of a state dict: sorted keys, each with dtype, shape and raw bytes."""
     digest = hashlib.sha256()

@@ -57,8 +57,7 @@ def result_metrics(trainer: PrivateTrainer, outcome: TrialOutcome, index: int) -
     test_extra where the task reports other test metrics)."""
     test, train = float(outcome.test_metric[index]), float(outcome.train_metric[index])
     accuracy = trainer.metric == "accuracy"
-    extra = getattr(outcome, "test_extra", None)
-    return ({"test_extra": dict(extra[index])} if extra else {}) | {
+    return ({"test_extra": dict(outcome.test_extra[index])} if outcome.test_extra else {}) | {
         "metric": trainer.metric,
         "test_metric": test,
         "train_metric": train,

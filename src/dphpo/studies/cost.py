@@ -55,6 +55,19 @@ class RuleCost:
     longest_job_seconds: float | None = None  # the slowest single job's estimate (a cluster's runtime limit)
     examples: float = 0.0  # language rules: the training examples processed (trial-steps x the batch size)
 
+    def add(self, jobs: int, steps: float, flop: float | None, flop_rate: float | None, overhead_s: float,
+            examples: float = 0.0) -> None:
+        """Count `jobs` more jobs of `steps` trial-steps (`examples` examples) and `flop` FLOP, timed at `flop_rate`
+        FLOP/s plus `overhead_s` of start-up per job (`flop_rate` None: not timed; `flop` None: a model of
+        unknown size, counted but not timed)."""
+        self.jobs, self.trial_steps, self.examples = self.jobs + jobs, self.trial_steps + steps, self.examples + examples
+        self.flop += flop or 0.0
+        if not flop_rate or flop is None:
+            return
+        self.seconds = (self.seconds or 0.0) + (jobs * overhead_s + flop / flop_rate)
+        if jobs and flop:
+            self.longest_job_seconds = max(self.longest_job_seconds or 0.0, overhead_s + flop / jobs / flop_rate)
+
 
 def _mean_t(space: SearchSpace) -> float:
     return float(np.mean(space.steps))
@@ -150,13 +163,7 @@ def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHE
         return shapes[dataset, extractor]
 
     def add(rule: str, jobs: int, steps: float, flop: float, note: str = "") -> None:
-        cost = rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, 0.0 if gflops else None, note))
-        cost.jobs, cost.trial_steps, cost.flop = cost.jobs + jobs, cost.trial_steps + steps, cost.flop + flop
-        if gflops:
-            cost.seconds += jobs * overhead_s + flop / (gflops * 1e9)
-            if jobs and flop:
-                per_job = overhead_s + flop / jobs / (gflops * 1e9)
-                cost.longest_job_seconds = max(cost.longest_job_seconds or 0.0, per_job)
+        rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, None, note)).add(jobs, steps, flop, gflops and gflops * 1e9, overhead_s)
 
     for dataset, extractor, method, variant in study_config.study_jobs(config):
         if method in NOT_MODELLED:

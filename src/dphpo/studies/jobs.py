@@ -59,8 +59,8 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
     the job's folder `job_dir` (layout.LANGUAGE_JOB_DIR), its release, model and internal log, staged as
     layout.language_staged names them (rule language_release puts each in its run folder)."""
     spec = study_config.language_study(config, name)
-    staged = {k: [layout.language_staged(job_dir, e, k) for e in study_config.language_targets(config, spec)] for k in layout.LANGUAGE_STAGED}
-    result_paths, model_paths, internal_paths = (staged[k] for k in layout.LANGUAGE_STAGED)
+    targets = study_config.language_targets(config, spec)
+    result_paths, model_paths, internal_paths = ([layout.language_staged(job_dir, e, k) for e in targets] for k in layout.LANGUAGE_STAGED)
     trainer, cfg = build_trainer(config, spec, source)
     cfg = study_config.language_method_config(cfg, method)
     noise = language_noise_scope(config, name, method, seed)

@@ -55,13 +55,9 @@ def language_costs(config: dict, tflops: float | None, overhead_s: float) -> lis
     rules: dict[str, RuleCost] = {}
 
     def add(rule: str, jobs: int, steps: float, examples: float, flop: float | None) -> None:
-        cost = rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, 0.0 if tflops else None, examples=0.0))
-        cost.jobs, cost.trial_steps, cost.examples = cost.jobs + jobs, cost.trial_steps + steps, cost.examples + examples
-        cost.flop += flop or 0.0
-        if tflops and flop is not None:
-            cost.seconds += jobs * overhead_s + flop / (tflops * 1e12)
-            cost.longest_job_seconds = max(cost.longest_job_seconds or 0.0, overhead_s + flop / jobs / (tflops * 1e12))
-        elif flop is None:
+        cost = rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, None))
+        cost.add(jobs, steps, flop, tflops and tflops * 1e12, overhead_s, examples)
+        if flop is None:
             cost.note = "a model of unknown size is not timed"
 
     for spec in study_config.language_studies(config).values():

@@ -30,10 +30,11 @@ from tqdm.auto import tqdm
 
 from dphpo.data.overlap import check_deduplicated, load_texts
 from dphpo.data.text import load_text
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.io import atomic_open
 from dphpo.provenance import package_versions, sha256_file
-from dphpo.tasks.device import OnDevice, choose_device
+from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import (
     LORA_TARGETS,
     apply_lora,

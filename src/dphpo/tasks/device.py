@@ -11,9 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dphpo.device import check_device_setting, choose_device
-
-__all__ = ["OnDevice", "check_device_setting", "choose_device"]
+from dphpo.device import choose_device
 
 
 class OnDevice:

@@ -39,9 +39,10 @@ from torch import nn
 from dphpo.data import metrics
 from dphpo.data.squad import FILES, PUBLISHED_QUESTIONS, SquadExample, read_squad
 from dphpo.data.subsets import keep_records, subset_fraction
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.provenance import sha256_bytes
-from dphpo.tasks.device import OnDevice, choose_device
+from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_source, resolved_commit
 
 PROMPT = "Title: {title}\nContext: {context}\nQuestion: {question}\nAnswer:"

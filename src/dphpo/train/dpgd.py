@@ -145,10 +145,11 @@ def _train_group(
             w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
     v = torch.zeros_like(w)
     total_steps = steps[0] if steps else 0
-    # the active trials of step t are a prefix, since steps are sorted descending
-    draws = DrawAhead(lambda t: _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device),
-                      total_steps, ahead=noise_ahead)
-    try:
+
+    def draw(t: int):  # the active trials of step t are a prefix, since steps are sorted descending
+        return _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device)
+
+    with DrawAhead(draw, total_steps, ahead=noise_ahead) as draws:
         for t in range(total_steps):
             keep_host, noise_host = draws.get(t)
             active = noise_host.shape[0]
@@ -161,8 +162,6 @@ def _train_group(
             v[:active] = momentum * v[:active] + grad
             w[:active] = w[:active] - eta[:active] * v[:active]
             bar.update(active)
-    finally:
-        draws.close()
     if free_step:
         # Post-processing (Panda et al., Fig. 9): the momentum part of the next update, ρ·v, needs no
         # new gradient, so applying it costs no privacy.

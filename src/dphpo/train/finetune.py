@@ -32,8 +32,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
-from dphpo.tasks.device import check_device_setting
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
 from dphpo.train.task_trainer import TaskTrainer
