@@ -20,7 +20,10 @@ encoder's top layers).
 With --lora R the trained layers carry LoRA adapters of rank R (dphpo.tasks.models.apply_lora) and only
 they (and a classification head) train. `--device cuda` moves the task (model and data) to the GPU once;
 the noise is still drawn on the CPU one step ahead (dphpo.train.noise). `--precision bf16` runs the
-forward pass under bf16 autocast in every engine (the library trains in fp32; this shows the headroom).
+forward pass under bf16 autocast in every engine: hooks and non-private through the library's
+`training.precision: bfloat16`; ghost, which the library refuses in bf16 (its second backward rounds
+the whole clipped sum to bf16; docs/privacy.md, Precision), under this script's own autocast: a speed
+reference only, not a DP configuration.
 `--physical` caps the examples per backward of the hooks engine, whose per-example gradients take
 physical × parameters floats.
 
@@ -93,14 +96,16 @@ def synchronize() -> None:
 def measure(task, mode: str, args) -> tuple[float, float]:
     from dphpo.train.finetune import FinetuneSettings, train_dp
 
-    clipping = "ghost" if mode == "nonprivate" else mode
+    clipping = "hooks" if mode == "nonprivate" else mode  # σ = 0 runs no clipping engine
     physical = args.batch * 4 if mode != "hooks" or not args.physical else args.physical
-    settings = FinetuneSettings(batch_size=args.batch, clipping=clipping, physical_batch=physical)
+    own_autocast = args.precision == "bf16" and clipping == "ghost"  # refused by the library: speed reference only
+    precision = "bfloat16" if args.precision == "bf16" and not own_autocast else "float32"
+    settings = FinetuneSettings(batch_size=args.batch, clipping=clipping, physical_batch=physical, precision=precision)
     sigma = 0.0 if mode == "nonprivate" else 1.0
     device_type = task.device.type if hasattr(task, "device") else "cpu"
 
     def losses(module, idx):
-        if args.precision == "fp32":
+        if not own_autocast:
             return task.example_losses(module, idx)
         with torch.autocast(device_type, dtype=torch.bfloat16):
             return task.example_losses(module, idx).float()

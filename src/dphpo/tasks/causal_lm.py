@@ -18,7 +18,6 @@ and `untie_lm_head` (dphpo.tasks.models) so opacus clips them exactly.
 
 from __future__ import annotations
 
-import copy
 import math
 from pathlib import Path
 
@@ -246,7 +245,7 @@ class CausalLMTask(OnDevice):
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
 
     def build_model(self) -> nn.Module:
-        return copy.deepcopy(self.prototype)
+        return self.fresh_model()
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
         idx = self.rows(idx)

@@ -160,7 +160,7 @@ class SequenceClassificationTask(OnDevice):
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
 
     def build_model(self) -> TopLayersClassifier:
-        return copy.deepcopy(self.prototype)
+        return self.fresh_model()
 
     def null_scores(self) -> tuple[float, float, float]:
         """The majority label's train and test counts and test accuracy (`PrivateTrainer.null_scores`)."""

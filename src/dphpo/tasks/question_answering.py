@@ -28,7 +28,6 @@ realized count is internal. The mechanism never counts the private set: `max_tra
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,7 +251,7 @@ class QuestionAnsweringTask(OnDevice):
         }
 
     def build_model(self) -> nn.Module:
-        return copy.deepcopy(self.prototype)
+        return self.fresh_model()
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
         idx = self.rows(idx)

@@ -8,6 +8,12 @@ clipped to [−C, C]; the sum plus N(0, σ²C²) divided by the expected batch s
 scalar g̃; then θ ← θ − η·g̃·z. Only g̃ touches private data and one example moves the clipped sum by
 at most C (add/remove), so a run of T steps is T compositions of the Poisson-subsampled Gaussian
 (q, σ): the same accountant as DP-SGD. σ = 0 gives the non-private zeroth-order method.
+
+`precision`: `float32` (default); `bfloat16` runs the forward passes under bf16 autocast, each loss cast
+to fp32 before the difference is taken, so dᵢ is an fp32 scalar of example i alone and is clipped and
+summed in fp32 (|dᵢ| ≤ C exactly); `auto`: bf16 on a CUDA device that supports it, else fp32. bf16 only
+resolves θ ± λz where λ|z| is above the bf16 spacing of the (autocast) weights, ~2⁻⁸|θ|: a utility
+question, not a privacy one.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from tqdm.auto import tqdm
 from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.memory import check_physical_batch
 from dphpo.train.noise import DrawAhead, standard_normal, to_device
-from dphpo.train.task_trainer import TaskTrainer
+from dphpo.train.task_trainer import TaskTrainer, bf16_losses, check_precision, training_dtype
 
 
 @dataclass(frozen=True)
@@ -32,16 +39,19 @@ class DPZOSettings:
     clip_norm: float = 1.0  # C: bound on |dᵢ|
     batch_size: int = 64
     perturbation: float = 1e-3  # λ
-    physical_batch: int = 512
+    physical_batch: int | str = 512  # chunk size of a batch's forward passes (memory only); auto: dphpo.train.memory
     device: str = "auto"  # where the task's model and data live and train (auto: the GPU when there is one)
+    precision: str = "float32"  # float32 | bfloat16 (forward passes under autocast) | auto (bf16 on a CUDA GPU with it)
 
     def __post_init__(self) -> None:
         where = "language.studies[].training"
         check_device_setting(self.device, f"{where}.device")
+        check_precision(self.precision, f"{where}.precision")
         if not (self.clip_norm > 0 and self.perturbation > 0):
             raise ConfigError(f"{where}: clip_norm and perturbation must be > 0, got {self.clip_norm}, {self.perturbation}")
-        if int(self.batch_size) < 1 or int(self.physical_batch) < 1:
-            raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1")
+        check_physical_batch(self.physical_batch, f"{where}.physical_batch")
+        if int(self.batch_size) < 1:
+            raise ConfigError(f"{where}.batch_size must be >= 1, got {self.batch_size}")
 
     @classmethod
     def from_config(cls, section: dict | None) -> DPZOSettings:
@@ -54,6 +64,10 @@ class DPZOSettings:
 
     def sample_rate(self, n_train: int) -> float:
         return min(1.0, self.batch_size / n_train)
+
+    def compute_dtype(self, device: torch.device) -> torch.dtype:
+        """The forward passes' dtype on `device` (`auto` resolved)."""
+        return training_dtype(self.precision, device)
 
     def describe(self) -> dict:
         return asdict(self)
@@ -97,15 +111,20 @@ def train_dpzo(
     numbers on any device. Each step's draws (batch, direction, noise; each generator in step order) are
     made one step ahead on a worker thread (`dphpo.train.noise.DrawAhead`; `noise_ahead=False`: in line,
     the same numbers). q = B/n_public and the noisy sum is divided by q·n_public: the declared public
-    size, never the private count."""
+    size, never the private count. `settings.precision` bf16: the forward passes under autocast, the
+    losses cast to fp32 before differences, clipping and sums (`float32`: every step as it was)."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
+    if settings.physical_batch == "auto":
+        raise ValueError("physical_batch: auto is resolved by the trainer (dphpo.train.memory.resolve_physical_batch)")
     q = settings.sample_rate(n_public)
     sample_gen = torch.Generator().manual_seed(int(seed))
     direction_gen = torch.Generator().manual_seed(int(seed) ^ 0x5A5A5A5A)
     noise_gen = torch.Generator().manual_seed(int(seed) ^ 0x3C3C3C3C)
     model.eval()  # forward passes only; tasks build models without dropout
     params = [p for p in model.parameters() if p.requires_grad]
+    dtype = settings.compute_dtype(params[0].device)
+    losses_of = example_losses if dtype == torch.float32 else bf16_losses(example_losses, params[0].device.type)
     C, lam = settings.clip_norm, settings.perturbation
     batches, clipped = [], []
 
@@ -121,7 +140,7 @@ def train_dpzo(
             direction = [to_device(z, p.device, p.dtype) for p, z in zip(params, direction_host)]
             sums = []  # on the device: read once per step
             for chunk in idx.split(settings.physical_batch):
-                d = zo_differences(model, params, direction, example_losses, chunk, lam)
+                d = zo_differences(model, params, direction, losses_of, chunk, lam)
                 clipped.append((d.abs() > C).float().mean())
                 sums.append(d.clamp(-C, C).sum())
             total = 0.0
@@ -136,6 +155,7 @@ def train_dpzo(
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
         "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
+        "precision": str(dtype).removeprefix("torch."),
     }
 
 

@@ -15,6 +15,15 @@ Per-sample clipping, two engines giving the same clipped sum (tests/test_finetun
 - `hooks` (opacus `GradSampleModule`): per-example gradients, then clip and sum.
 σ = 0 means a non-private run: the plain (unclipped) batch gradient, the ε = ∞ reference.
 
+`precision` (docs/privacy.md, Precision): `float32` (default); `bfloat16` runs the forward pass of the
+per-example losses under bf16 autocast, with the `hooks` engine only: opacus then hands back per-example
+gradients in bf16, each cast to fp32 before its norm is taken, and the clipping factors and the weighted
+sum are fp32, so each example still adds a vector of norm ≤ C (up to fp32 rounding) that depends on it
+alone. `ghost` with bf16 is refused: its second backward returns the *batch sum* rounded to bf16 as a
+whole (an error of up to 2⁻⁸ of a sum of up to B·C, shared by all examples), which no per-example bound
+covers. `auto`: bf16 with `hooks` on a CUDA device that supports it, fp32 otherwise (always with `ghost`).
+Non-private runs (σ = 0) take the bf16 forward pass too; their gradients accumulate into fp32 parameters.
+
 A `Task` (dphpo.tasks) supplies the model, the per-example losses of a batch and the evaluation;
 `FinetuneTrainer` implements the trainer protocol (`dphpo.train.protocol`) on top: its trials run one after
 another, each from the same pretrained starting point.
@@ -35,8 +44,9 @@ from tqdm.auto import tqdm
 from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
+from dphpo.train.memory import check_physical_batch
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
-from dphpo.train.task_trainer import TaskTrainer
+from dphpo.train.task_trainer import TaskTrainer, bf16_losses, check_precision, training_dtype
 
 CLIPPING = ("ghost", "hooks")
 OPTIMIZERS = ("sgd", "adam")
@@ -53,20 +63,33 @@ class FinetuneSettings:
     clip_norm: float = 1.0
     batch_size: int = 64  # expected Poisson batch size B: q = B / N
     clipping: str = "ghost"
-    physical_batch: int = 256  # a Poisson batch is processed in chunks of this many examples (memory only)
+    # a Poisson batch is processed in chunks of this many examples (memory only); auto: the largest that fits
+    # the device (dphpo.train.memory), resolved once by the trainer
+    physical_batch: int | str = 256
     device: str = "auto"  # where the task's model and data live and train (auto: the GPU when there is one)
+    # float32 | bfloat16 (forward under bf16 autocast; hooks only) | auto (bf16 on a CUDA GPU with it, hooks only)
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         where = "language.studies[].training"
         check_device_setting(self.device, f"{where}.device")
+        check_precision(self.precision, f"{where}.precision")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"{where}.optimizer: expected one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.clipping not in CLIPPING:
             raise ConfigError(f"{where}.clipping: expected one of {CLIPPING}, got {self.clipping!r}")
+        if self.precision == "bfloat16" and self.clipping == "ghost":
+            raise ConfigError(
+                f"{where}: precision: bfloat16 with clipping: ghost is refused: ghost clipping's second backward "
+                "returns the batch's clipped sum rounded to bf16 as a whole, an error shared by all examples that "
+                "breaks the per-example bound C the noise is calibrated to; use clipping: hooks (per-example "
+                "gradients clipped and summed in fp32) for bf16, or precision: float32"
+            )
         if not self.clip_norm > 0:
             raise ConfigError(f"{where}.clip_norm: must be > 0, got {self.clip_norm}")
-        if int(self.batch_size) < 1 or int(self.physical_batch) < 1:
-            raise ConfigError(f"{where}.batch_size and physical_batch must be >= 1, got {self.batch_size}, {self.physical_batch}")
+        check_physical_batch(self.physical_batch, f"{where}.physical_batch")
+        if int(self.batch_size) < 1:
+            raise ConfigError(f"{where}.batch_size must be >= 1, got {self.batch_size}")
 
     @classmethod
     def from_config(cls, section: dict | None) -> FinetuneSettings:
@@ -81,6 +104,10 @@ class FinetuneSettings:
 
     def sample_rate(self, n_train: int) -> float:
         return min(1.0, self.batch_size / n_train)
+
+    def compute_dtype(self, device: torch.device) -> torch.dtype:
+        """The forward pass's dtype on `device` (`auto` resolved: never bf16 with ghost clipping)."""
+        return training_dtype(self.precision, device, bf16_allowed=self.clipping != "ghost")
 
     def describe(self) -> dict:
         return asdict(self)
@@ -115,16 +142,21 @@ def clip_coefficients(norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
 def clipped_grad_sum(
     wrapped, params: Sequence[nn.Parameter], losses: Callable[[], torch.Tensor], clipping: str, clip_norm: float
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """(Σᵢ cᵢ gᵢ per parameter, per-example norms ‖gᵢ‖) of the per-example losses `losses()` (shape (B,))."""
+    """(Σᵢ cᵢ gᵢ per parameter, per-example norms ‖gᵢ‖) of the per-example losses `losses()` (shape (B,)).
+
+    hooks: opacus' per-example gradients come out in the forward pass's dtype (bf16 under autocast); each
+    is cast to fp32 first (`.float()` of an fp32 tensor is that tensor: fp32 runs are unchanged), and the
+    norms, factors and weighted sum are taken on exactly those fp32 vectors."""
     for p in params:
         p.grad = None
     loss = losses()
     if clipping == "hooks":
         loss.sum().backward()
-        per_sample = [p.grad_sample.reshape(loss.shape[0], -1) for p in params]
+        grad_samples = [p.grad_sample.float() for p in params]
+        per_sample = [g.reshape(loss.shape[0], -1) for g in grad_samples]
         norms = torch.sqrt(sum(g.pow(2).sum(1) for g in per_sample))
         coef = clip_coefficients(norms, clip_norm)
-        sums = [torch.einsum("b,b...->...", coef, p.grad_sample).detach() for p in params]
+        sums = [torch.einsum("b,b...->...", coef, g).detach() for g in grad_samples]
         for p in params:
             p.grad_sample = None
             p.grad = None
@@ -229,7 +261,10 @@ def train_dp(
     Each of the `n_train` examples joins a batch with probability q = B/n_public, and the noisy sum is
     divided by q·n_public = B: both from the declared public size, never the private count n_train.
     (Its `mean_batch` trace is a private statistic: internal logs only.)
-    Returns the trained module (eval mode) and a trace (mean batch size, mean clipped fraction).
+    `settings.precision`: the forward pass of the per-example losses in bf16 (autocast on the parameters'
+    device, the losses cast to fp32), norms, clipped sums and noise in fp32; `float32` leaves every step as
+    it was. Returns the trained module (eval mode) and a trace (mean batch size, mean clipped fraction,
+    the precision used).
     """
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
@@ -237,9 +272,15 @@ def train_dp(
         raise ValueError(f"steps must be >= 1, got {steps}")
     q = settings.sample_rate(n_public)
     gen = torch.Generator().manual_seed(int(seed))
+    if settings.physical_batch == "auto":
+        raise ValueError("physical_batch: auto is resolved by the trainer (dphpo.train.memory.resolve_physical_batch)")
     private = sigma > 0
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
     params = [p for p in model.parameters() if p.requires_grad]
+    dtype = settings.compute_dtype(params[0].device)
+    if dtype != torch.float32 and private and settings.clipping == "ghost":  # FinetuneSettings refuses it
+        raise ValueError("ghost clipping runs in fp32 only (docs/privacy.md, Precision)")
+    losses_of = example_losses if dtype == torch.float32 else bf16_losses(example_losses, params[0].device.type)
     opt = NoisyMeanOptimizer(params, lr, settings)
     batches, clipped = [], []
 
@@ -257,7 +298,7 @@ def train_dp(
             idx, noise_host = draws.get(t)
             total = [torch.zeros_like(p) for p in params]
             for chunk in idx.split(settings.physical_batch):
-                fn = lambda c=chunk: example_losses(module, c)  # noqa: E731
+                fn = lambda c=chunk: losses_of(module, c)  # noqa: E731
                 if private:
                     sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)
                     clipped.append((norms > settings.clip_norm).float().mean())  # on the device: read once, at the end
@@ -280,6 +321,7 @@ def train_dp(
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
         "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
+        "precision": str(dtype).removeprefix("torch."),
     }
 
 

@@ -2,17 +2,68 @@
 what `FinetuneTrainer` (dphpo.train.finetune) and `DPZOTrainer` (dphpo.train.dpzo) share. Trials run
 one after another, each from the task's pretrained starting point; a released model is what training
 changed. The trainer puts its task on `training.device` once (`auto`: the GPU when there is one;
-dphpo.tasks.device): every trial's model, batches, per-example norms and noise are then there."""
+dphpo.tasks.device): every trial's model, batches, per-example norms and noise are then there.
+
+`training.precision` (both trainers): `float32` (default), `bfloat16` (the forward pass of the per-example
+losses under bf16 autocast on the parameters' device; `training_dtype`) or `auto` (bf16 on a CUDA device
+that supports it, else fp32). Only the forward pass is reduced: the losses are cast to fp32 before
+anything multiplies or clips them, and what the sensitivity argument rests on (norms, clipping factors,
+clipped sums, noise) stays fp32 (docs/privacy.md, Precision).
+
+`training.physical_batch` (both trainers): an int, or `auto`, resolved once when the trainer has put its
+task on the device: the largest chunk of a Poisson batch that the device's memory holds for this model
+(dphpo.train.memory). Provenance records the configured value in `settings` and the one used,
+`compute_physical_batch`, beside the estimate it came from (`physical_batch_estimate`)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import torch
 from torch import nn
 
 from dphpo.device import choose_device, describe_device
+from dphpo.errors import ConfigError
 from dphpo.io import atomic_open
+from dphpo.train.memory import resolve_physical_batch
 from dphpo.train.protocol import TrialOutcome
+
+PRECISIONS = ("float32", "bfloat16", "auto")
+
+
+def check_precision(precision: str, where: str) -> str:
+    """`precision` if it is one of PRECISIONS; a ConfigError at `where` otherwise."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"{where}: expected one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def training_dtype(precision: str, device: torch.device, *, bf16_allowed: bool = True) -> torch.dtype:
+    """The dtype of the forward pass on `device`: fp32, or bf16 for `bfloat16` and for `auto` on a CUDA
+    device with bf16 (`bf16_allowed=False`: `auto` is always fp32, for an engine that cannot run bf16)."""
+    if precision == "float32":
+        return torch.float32
+    cuda = device.type == "cuda"
+    if precision == "auto":
+        return torch.bfloat16 if bf16_allowed and cuda and torch.cuda.is_bf16_supported() else torch.float32
+    if cuda and not torch.cuda.is_bf16_supported():  # autocast would silently run fp32 while we report bf16
+        name = torch.cuda.get_device_name(device)
+        raise ConfigError(f"language.studies[].training.precision: bfloat16, but {name} has no bf16")
+    return torch.bfloat16
+
+
+def bf16_losses(example_losses, device_type: str):
+    """`example_losses(module, idx)` with its forward pass under bf16 autocast, the losses cast to fp32.
+    Each call opens its own autocast region: autocast caches its bf16 copies of the weights until the
+    region closes, so weights changed between calls (DP-ZO's θ ± λz, an optimizer step) are cast afresh."""
+
+    def losses(module, idx):
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            out = example_losses(module, idx)
+        return out.float()
+
+    return losses
 
 
 def trainable_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -39,11 +90,24 @@ class TaskTrainer:
             task.to(choose_device(settings.device))
         # the device used (`auto` resolved); a task that cannot move (a test double) trains where it is: the CPU
         self.device = getattr(task, "device", torch.device("cpu"))
+        # the physical batch used (`auto` resolved here, once, from the device's memory and the model's size)
+        self.memory_estimate = None
+        if settings.physical_batch == "auto":
+            resolved = resolve_physical_batch(task, settings, self.device, self.n_public)
+            self.physical_batch, self.memory_estimate = resolved
+        else:
+            self.physical_batch = int(settings.physical_batch)
+        self.run_settings = dataclasses.replace(settings, physical_batch=self.physical_batch)
 
     def provenance(self) -> dict:
         return {
             "trainer": self.kind,
             "compute_device": describe_device(self.device),
+            # the precision used (`auto` resolved), beside the configured one in settings
+            "compute_precision": str(self.settings.compute_dtype(self.device)).removeprefix("torch."),
+            # the physical batch used (`auto` resolved), beside the configured one in settings
+            "compute_physical_batch": self.physical_batch,
+            **({"physical_batch_estimate": self.memory_estimate.describe()} if self.memory_estimate else {}),
             "settings": self.settings.describe(),
             "accountant": self.accountant.describe(),
             "task": self.task.provenance(),
@@ -63,7 +127,7 @@ class TaskTrainer:
             steps=steps,
             sigma=sigma,
             seed=seed,
-            settings=self.settings,
+            settings=self.run_settings,
             progress=progress,
             desc=desc,
         )
@@ -91,6 +155,7 @@ class TaskTrainer:
             te_sum.append(test_eval["score_sum"])
             te_metric.append(test_eval["metric"])
             te_extra.append({k: float(v) for k, v in test_eval.items() if k not in ("score_sum", "metric")})
+            del model  # freed before the next trial builds its own: two trials never hold the device at once
         return TrialOutcome(
             models=models,
             train_score_sums=np.asarray(tr_sum, float),
