@@ -116,3 +116,76 @@ def test_a_language_model_of_unknown_size_is_counted_not_timed():
     spec = {"name": "x", "task": "causal_lm", "model": {"name": "someone/new-model"}}
     assert language_cost.model_parameters({}, spec) is None
     assert language_cost.model_parameters({}, {"task": "classification", "model": {"name": "minilm", "train_layers": 1}}) == 1_774_464
+
+
+def dry_run_jobs(log: str) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+    """(rule, wildcards, resources) of every job of a dry run's log (Snakemake prints each job's block)."""
+    jobs = []
+    for block in log.split("\nrule ")[1:]:
+        fields = dict(re.findall(r"^\s+(wildcards|resources): (.*)$", block, re.M))
+        parse = lambda text: dict(item.split("=", 1) for item in text.split(", ") if "=" in item)  # noqa: E731
+        jobs.append((block.split(":", 1)[0], parse(fields.get("wildcards", "")), parse(fields.get("resources", ""))))
+    return jobs
+
+
+def test_language_runtime_limits_are_per_study_and_the_rule_keeps_the_slowest(capsys):
+    """The language rules are one generic rule for every study: each study gets its own slowest job's limit
+    (by_study), and the rule's own runtime, the fallback, is the slowest study's."""
+    from dphpo.studies import config as study_config
+    from dphpo.studies import language_cost
+
+    config = load_config([LANGUAGE_TINY])
+    rules = language_cost.language_costs(config, tflops=1e-7, overhead_s=0.0)  # slow: limits above the floor
+    limits = cost.runtime_limits(rules)
+    for r in rules:
+        for name, seconds in r.longest_by_study.items():  # each study's slowest job, as if it were the only study
+            one = dict(config, language=dict(config["language"], studies=[study_config.language_study(config, name)]))
+            (alone,) = [a for a in language_cost.language_costs(one, tflops=1e-7, overhead_s=0.0) if a.rule == r.rule]
+            assert seconds == pytest.approx(alone.longest_job_seconds), (r.rule, name)
+        by_study = {name: v["runtime"] for name, v in limits[r.rule]["by_study"].items()}
+        assert by_study == {name: cost.runtime_limit(s) for name, s in r.longest_by_study.items()}
+        assert limits[r.rule]["runtime"] == max(by_study.values()) == cost.runtime_limit(r.longest_job_seconds)
+    method = limits["language_method"]["by_study"]
+    assert method["tiny_cls"]["runtime"] > method["tiny_lm"]["runtime"] > cost.RUNTIME_FLOOR_MIN  # sizes differ
+    assert "tiny_zo" not in method  # its trained head is not modelled: the rule's runtime applies
+    assert not any("by_study" in v for name, v in cost.runtime_limits(cost.plan_cost(config, 0.001)).items())  # vision
+    assert main(["plan-cost", "--configfile", str(LANGUAGE_TINY), "--gflops", "1", "--lm-tflops", "1e-7", "--overhead", "0",
+                 "--json"]) == 0
+    out = {r["rule"]: r for r in json.loads(capsys.readouterr().out)["rules"]}
+    assert out["language_method"]["longest_by_study"] == pytest.approx(rules[0].longest_by_study)
+
+
+def test_a_dry_run_gives_each_language_job_its_own_studys_runtime(tmp_path, capsys):
+    runtimes = tmp_path / "runtimes.yaml"
+    assert main(["plan-cost", "--configfile", str(LANGUAGE_TINY), "--gflops", "1", "--lm-tflops", "1e-7", "--overhead", "0",
+                 "--runtimes", str(runtimes)]) == 0
+    limits = load_config([LANGUAGE_TINY, runtimes])["resources"]
+    proc = snakemake("-n", "--configfile", str(LANGUAGE_TINY), str(runtimes), "--replace-workflow-config", "-d", str(tmp_path),
+                     "results/tables/table17.md", "results/tables/table20.md", "results/tables/table6.md", "results/tables/table9.md")
+    seen = {}
+    for rule, wildcards, resources in dry_run_jobs(proc.stdout):
+        if rule in ("language_method", "language_nonprivate"):
+            study = wildcards["study"]
+            expected = limits[rule]["by_study"].get(study, {}).get("runtime", limits[rule]["runtime"])
+            assert int(resources["runtime"]) == expected, (rule, wildcards, resources)
+            seen.setdefault(rule, set()).add(study)
+    assert seen["language_method"] == {"tiny_cls", "tiny_zo", "tiny_lm", "tiny_lm_lora"}  # tiny_zo: the fallback
+    assert seen["language_nonprivate"] == {"tiny_cls", "tiny_lm"}
+    assert len({limits["language_method"]["by_study"][s]["runtime"] for s in ("tiny_cls", "tiny_lm")}) == 2
+
+
+def test_per_study_resources_name_a_language_study_of_a_rule_with_a_study_wildcard(tmp_path):
+    from dphpo.errors import ConfigError
+
+    for resources, key in [({"language_method": {"by_study": {"nope": {"runtime": 5}}}}, "resources.language_method.by_study.nope"),
+                           ({"run_method": {"by_study": {"tiny_lm": {"runtime": 5}}}}, "resources.run_method.by_study.tiny_lm")]:
+        extra = tmp_path / "extra.yaml"
+        extra.write_text(json.dumps({"resources": resources}))
+        with pytest.raises(ConfigError, match=re.escape(key)) as err:
+            load_config([LANGUAGE_TINY, extra])
+        assert ("tiny_cls" in str(err.value)) == (key.endswith("nope"))  # the known studies, for an unknown one
+    extra.write_text(json.dumps({"resources": {"language_cache": {"by_study": {"tiny_cls": {"gpu": 1}}}}}))
+    with pytest.raises(ConfigError, match="by_study"):  # gpu stays per rule (profiles/slurm's GPU handling)
+        load_config([LANGUAGE_TINY, extra])
+    extra.write_text(json.dumps({"resources": {"language_cache": {"by_study": {"tiny_cls": {"mem_mb": 3000}}}}}))
+    assert load_config([LANGUAGE_TINY, extra])["resources"]["language_cache"]["by_study"]["tiny_cls"] == {"mem_mb": 3000}

@@ -812,7 +812,9 @@ def _plan_cost(args: argparse.Namespace) -> int:
     if args.runtimes:
         limits = cost.runtime_limits(rules)
         header = (f"# Runtime limits (minutes) from dphpo plan-cost at {gflops:,.0f} GFLOP/s ({source}): {cost.RUNTIME_SAFETY:g}x each\n"
-                  f"# rule's slowest job, at least {cost.RUNTIME_FLOOR_MIN}. Use: snakemake --configfile {' '.join(args.configfile)} {args.runtimes}\n")
+                  f"# rule's slowest job, at least {cost.RUNTIME_FLOOR_MIN}; the language rules (one rule for every study) per study\n"
+                  f"# (by_study: that study's slowest job; the rule's runtime, the slowest study's, for any other).\n"
+                  f"# Use: snakemake --configfile {' '.join(args.configfile)} {args.runtimes}\n")
         write_text(args.runtimes, header + yaml.safe_dump({"resources": limits}, sort_keys=True))
         print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}")
     if args.json:
@@ -900,8 +902,8 @@ def add_plan_cost_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--overhead", type=nonnegative_float, default=15.0, help="seconds of start-up per job (imports, the cache)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
     p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "
-                   "estimate (resources.<rule>.runtime), to pass after the config: a SLURM job neither killed at its "
-                   "limit nor asking for hours it does not need")
+                   "estimate (resources.<rule>.runtime; the language rules also per study, resources.<rule>.by_study), "
+                   "to pass after the config: a SLURM job neither killed at its limit nor asking for hours it does not need")
     p.set_defaults(handler=_plan_cost)
     return p
 

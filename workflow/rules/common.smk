@@ -64,9 +64,22 @@ def rule_resources(rule_name, **defaults):
     """Resource tags of a rule: config `resources.<rule>` overrides the defaults.
 
     GPUs only where the config asks for them (`gpu` of `resources.<name>`, config/paper.yaml): the
-    embedded configs run on CPUs, also on a cluster.
+    embedded configs run on CPUs, also on a cluster. A rule with a `study` wildcard may give each
+    language study its own `runtime` and `mem_mb` (`resources.<rule>.by_study`, validated above;
+    `dphpo plan-cost --runtimes` writes the runtimes): such a key becomes a function of the job's
+    wildcards, the study's value, else the rule's.
     """
-    return defaults | config.get("resources", {}).get(rule_name, {})
+    entry = dict(config.get("resources", {}).get(rule_name, {}))
+    by_study = entry.pop("by_study", None) or {}
+    resources = defaults | entry
+    for key in sorted({k for spec in by_study.values() for k in spec}):
+        resources[key] = study_resource(by_study, key, resources.get(key))
+    return resources
+
+
+def study_resource(by_study, key, fallback):
+    """Resource `key` of a job with a `study` wildcard: its study's `by_study` value, else `fallback`."""
+    return lambda wildcards: by_study.get(wildcards.study, {}).get(key, fallback)
 
 
 def drop_gpu_model_without_gpu(rules):

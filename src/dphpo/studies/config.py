@@ -144,8 +144,9 @@ def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
     settings["test_split"] = test_split(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
-    if method == "nonprivate":  # the ceiling searches as far as the rule variants may go
+    if method == "nonprivate":  # the ceiling searches as far as the rule variants may go, densely
         settings["eta_ceiling_factor"] = ceiling_eta_factor(cfg)
+        settings["eta_ceiling_density"] = CEILING_ETA_DENSITY
     ls = settings.get("linear_scaling") or {}
     if ls.get("safeguard") is True:  # `true` stands for the recommended guards: hash what they are
         settings["linear_scaling"] = ls | {"safeguard": RECOMMENDED_SAFEGUARD.to_dict()}
@@ -163,6 +164,12 @@ def device_blind(settings: Any) -> Any:
     if isinstance(settings, list):
         return [device_blind(v) for v in settings]
     return settings
+
+
+#: The vision non-private reference tries this many η per log interval of the search grid (the grid's own
+#: points included; dphpo.hpo.nonprivate.ceiling_grid): at the grid's density a private run between two
+#: grid η beat it (issue 29). The language references, full fine-tuning runs, stay on the grid.
+CEILING_ETA_DENSITY = 4
 
 
 def ceiling_eta_factor(config: dict) -> float:
@@ -411,6 +418,7 @@ def check_config(config: dict) -> None:
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
     check_size(config)
+    check_study_resources(config)
     # a study listed twice would count one run twice in every table row (n = 2, ± 0.00)
     _refuse_duplicates("studies", [(e["dataset"], e["extractor"]) for e in config["studies"]], lambda e: "/".join(e))
     _refuse_duplicates("baselines.methods", list((config.get("baselines") or {}).get("methods") or []), str)
@@ -484,6 +492,26 @@ def _refuse_duplicates(key: str, values: list, label) -> None:
 
 def language_studies(config: dict) -> dict[str, dict]:
     return {s["name"]: s for s in (config.get("language") or {}).get("studies", [])}
+
+
+#: The rules with a `study` wildcard (workflow/rules/language.smk): the rules whose config
+#: `resources.<rule>.by_study` may give each language study its own runtime and mem_mb.
+STUDY_RULES = ("language_cache", "language_method", "language_nonprivate")
+
+
+def check_study_resources(config: dict) -> None:
+    """`resources.<rule>.by_study` only on a rule with a `study` wildcard (STUDY_RULES), naming only
+    language studies of the config; raises ConfigError naming the key."""
+    studies = language_studies(config)
+    for rule, entry in (config.get("resources") or {}).items():
+        for name in (entry or {}).get("by_study") or {}:
+            where = f"resources.{rule}.by_study.{name}"
+            if rule not in STUDY_RULES:
+                raise ConfigError(f"{where}: only the rules with a study wildcard take per-study resources "
+                                  f"({', '.join(STUDY_RULES)}); rule {rule} has none")
+            if name not in studies:
+                raise ConfigError(f"{where}: no language study named {name!r} "
+                                  f"(language.studies: {', '.join(sorted(studies)) or 'none'})")
 
 
 def language_study(config: dict, name: str) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -54,19 +54,24 @@ class RuleCost:
     note: str = ""
     longest_job_seconds: float | None = None  # the slowest single job's estimate (a cluster's runtime limit)
     examples: float = 0.0  # language rules: the training examples processed (trial-steps x the batch size)
+    # language rules: the slowest job's estimate per language study (its own runtime limit; empty: one per rule)
+    longest_by_study: dict[str, float] = field(default_factory=dict)
 
     def add(self, jobs: int, steps: float, flop: float | None, flop_rate: float | None, overhead_s: float,
-            examples: float = 0.0) -> None:
+            examples: float = 0.0, study: str | None = None) -> None:
         """Count `jobs` more jobs of `steps` trial-steps (`examples` examples) and `flop` FLOP, timed at `flop_rate`
         FLOP/s plus `overhead_s` of start-up per job (`flop_rate` None: not timed; `flop` None: a model of
-        unknown size, counted but not timed)."""
+        unknown size, counted but not timed), of language study `study` where given."""
         self.jobs, self.trial_steps, self.examples = self.jobs + jobs, self.trial_steps + steps, self.examples + examples
         self.flop += flop or 0.0
         if not flop_rate or flop is None:
             return
         self.seconds = (self.seconds or 0.0) + (jobs * overhead_s + flop / flop_rate)
         if jobs and flop:
-            self.longest_job_seconds = max(self.longest_job_seconds or 0.0, overhead_s + flop / jobs / flop_rate)
+            longest = overhead_s + flop / jobs / flop_rate
+            self.longest_job_seconds = max(self.longest_job_seconds or 0.0, longest)
+            if study is not None:
+                self.longest_by_study[study] = max(self.longest_by_study.get(study, 0.0), longest)
 
 
 def _mean_t(space: SearchSpace) -> float:
@@ -199,12 +204,21 @@ RUNTIME_SAFETY = 3.0
 RUNTIME_FLOOR_MIN = 10
 
 
-def runtime_limits(rules: list[RuleCost]) -> dict[str, dict[str, int]]:
-    """`resources:` config entries with each estimated rule's runtime limit in minutes (Snakemake's and
-    SLURM's unit): RUNTIME_SAFETY x its slowest job, at least RUNTIME_FLOOR_MIN. A rule without an estimate
-    (not modelled, or no throughput) keeps the limit its rule or config sets."""
-    limits = {}
+def runtime_limit(seconds: float) -> int:
+    """The runtime limit in minutes (Snakemake's and SLURM's unit) of a job estimated at `seconds`."""
+    return max(RUNTIME_FLOOR_MIN, math.ceil(RUNTIME_SAFETY * seconds / 60))
+
+
+def runtime_limits(rules: list[RuleCost]) -> dict[str, dict]:
+    """`resources:` config entries with each estimated rule's runtime limit: RUNTIME_SAFETY x its slowest
+    job, at least RUNTIME_FLOOR_MIN (`runtime_limit`). The language rules (one generic rule for every
+    study) also get one per study, `by_study: {study: {runtime}}` from that study's slowest job; the
+    rule's own `runtime`, the slowest study's, stays for a study without an estimate. A rule without an
+    estimate (not modelled, or no throughput) keeps the limit its rule or config sets."""
+    limits: dict[str, dict] = {}
     for r in rules:
         if r.longest_job_seconds is not None and " " not in r.rule:  # "run_method (oso_dpsgd_cnn)": not a rule name
-            limits[r.rule] = {"runtime": max(RUNTIME_FLOOR_MIN, math.ceil(RUNTIME_SAFETY * r.longest_job_seconds / 60))}
+            limits[r.rule] = {"runtime": runtime_limit(r.longest_job_seconds)}
+            if r.longest_by_study:
+                limits[r.rule]["by_study"] = {s: {"runtime": runtime_limit(t)} for s, t in sorted(r.longest_by_study.items())}
     return limits

@@ -50,17 +50,18 @@ def model_parameters(config: dict, spec: dict) -> int | None:
 
 def language_costs(config: dict, tflops: float | None, overhead_s: float) -> list[RuleCost]:
     """`language_method` and `language_nonprivate` of the config's language studies: jobs, trial-steps,
-    examples, FLOP, and seconds at `tflops` (None: not timed)."""
+    examples, FLOP, and seconds at `tflops` (None: not timed), with each study's slowest job
+    (`RuleCost.longest_by_study`: the rules are generic, their runtime limits per study)."""
     seeds = len(config.get("seeds", [0]))
     rules: dict[str, RuleCost] = {}
 
-    def add(rule: str, jobs: int, steps: float, examples: float, flop: float | None) -> None:
+    def add(rule: str, study: str, jobs: int, steps: float, examples: float, flop: float | None) -> None:
         cost = rules.setdefault(rule, RuleCost(rule, 0, 0.0, 0.0, None))
-        cost.add(jobs, steps, flop, tflops and tflops * 1e12, overhead_s, examples)
+        cost.add(jobs, steps, flop, tflops and tflops * 1e12, overhead_s, examples, study=study)
         if flop is None:
             cost.note = "a model of unknown size is not timed"
 
-    for spec in study_config.language_studies(config).values():
+    for name, spec in study_config.language_studies(config).items():
         cfg = study_config.language_config(config, spec, study_config.language_public_size(spec) or 1)
         space, targets = SearchSpace.from_config(cfg["search_space"]), len(study_config.language_targets(config, spec))
         training = spec.get("training") or {}
@@ -70,8 +71,8 @@ def language_costs(config: dict, tflops: float | None, overhead_s: float) -> lis
         per_example = None if params is None else (4.0 if spec.get("trainer") == "dpzo" else 6.0) * params * tokens
         for method in spec["methods"]:
             steps = seeds * search_trial_steps(study_config.language_method_config(cfg, method), method, space, targets)
-            add("language_method", seeds, steps, steps * batch, None if per_example is None else per_example * steps * batch)
+            add("language_method", name, seeds, steps, steps * batch, None if per_example is None else per_example * steps * batch)
         if spec.get("nonprivate", True):  # every grid point, without noise (dphpo.hpo.nonprivate)
             steps = float(sum(t for _, t in space.grid()))
-            add("language_nonprivate", 1, steps, steps * batch, None if per_example is None else per_example * steps * batch)
+            add("language_nonprivate", name, 1, steps, steps * batch, None if per_example is None else per_example * steps * batch)
     return list(rules.values())
