@@ -539,6 +539,10 @@ def build_table15(p: Paper, plan: TablePlan, res: Results) -> Table:
 
 
 def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
+    """One row per (dataset, extractor) study of paper.table16 (its Panda et al. numbers beside it where that
+    study is the paper's), then Panda et al.'s prior-work rows for those datasets, quoted. The quoted Mehta et
+    al. row is 2023a; the `mehta` baseline run here is 2023b (dphpo.hpo.mehta, Table 12), another method, so it
+    is neither shown as that row nor added as one."""
     rows = []
     eps_list = plan.rows[0].key.get("_eps", [0.1, 1.0]) if plan.rows else [0.1, 1.0]
     for rp in plan.rows:

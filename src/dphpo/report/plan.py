@@ -400,14 +400,24 @@ def plan_table15(p: Paper) -> TablePlan:
     return TablePlan("table15", rows)
 
 
+def table16_studies(section: dict) -> list[tuple[str, str]]:
+    """The (dataset, extractor) studies of paper.table16, one per row: `rows` [{dataset, extractor}], or
+    one `extractor` on each of `datasets` (the schema takes either form, not both)."""
+    if "rows" in section:
+        return [(r["dataset"], r["extractor"]) for r in section["rows"]]
+    return [(d, section["extractor"]) for d in section["datasets"]]
+
+
 def plan_table16(p: Paper) -> TablePlan:
+    """Panda et al. Table 16 (ImageNet-21k models on CIFAR10/100 against prior work): one row per study of
+    paper.table16 at each target ε and ε = ∞; a study not in `studies` is a row that says so."""
     section = p.section.get("table16")
     if not section:
         need = "paper.table16: name the extractor and the datasets (Panda et al.: beitv2 on CIFAR10, CIFAR100)"
         return TablePlan("table16", [RowPlan({"method": "our method", "dataset": "–"}, {"ref": Source(need=need)})], [need])
-    e, eps_list = section["extractor"], [float(x) for x in section.get("eps", [0.1, 1])]
+    eps_list = [float(x) for x in section.get("eps", [0.1, 1])]
     rows = []
-    for d in section["datasets"]:
+    for d, e in table16_studies(section):
         srcs = {f"eps{x:g}": p.source(LS, d, e, DEFAULT, x) for x in eps_list}
         srcs["ref"] = p.reference_source(d, e)
         rows.append(RowPlan({"method": "our method", "dataset": d, "extractor": e, "_eps": eps_list}, srcs))
