@@ -138,6 +138,12 @@ def test_the_nonprivate_reference_searches_as_far_as_the_safeguarded_rule_may_go
     for method, changed in (("nonprivate", True), ("linear_scaling", False), ("random_search", False)):
         before = study_config.run_settings_hash(cfg, "default", "raw", "digits", method)
         assert (study_config.run_settings_hash(safeguarded, "default", "raw", "digits", method) != before) == changed
+    dense = nonprivate.ceiling_grid(space, 4.0, study_config.CEILING_ETA_DENSITY)
+    assert dense[: len(grid)] == grid and len(set(dense)) == len(dense)  # the coarse points first, none twice
+    etas = sorted({e for e, _ in dense})
+    assert len(etas) == study_config.CEILING_ETA_DENSITY * (len({e for e, _ in grid}) - 1) + 1
+    assert max(b / a for a, b in zip(etas, etas[1:])) < 1.01 * min(b / a for a, b in zip(etas, etas[1:]))  # even log steps
     trainer = LinearHeadTrainer.from_config(digits_features, CONFIG)
-    result = nonprivate.run(trainer, space, progress=False, eta_factor=4.0)
-    assert len(result.trials) == len(grid) and result.released["eta"] in {e for e, _ in grid}
+    result = nonprivate.run(trainer, space, progress=False, eta_factor=4.0, eta_density=2)
+    assert len(result.trials) == len(nonprivate.ceiling_grid(space, 4.0, 2))
+    assert result.released["eta"] in {e for e, _ in nonprivate.ceiling_grid(space, 4.0, 2)}

@@ -17,21 +17,28 @@ from dphpo.train.protocol import PrivateTrainer, best_index
 METHOD = "nonprivate"
 
 
-def ceiling_grid(space: SearchSpace, eta_factor: float = 1.0) -> list[tuple[float, int]]:
+def ceiling_grid(space: SearchSpace, eta_factor: float = 1.0, eta_density: int = 1) -> list[tuple[float, int]]:
     """The search space's grid, its η grid continued above η_max at the same log spacing until it reaches
     `eta_factor` × η_max: a ceiling must try every r a private method of the table may release (the
-    safeguarded rule's final run goes up to max_extrapolation × r_max beyond the grid). The grid's own
-    points stay exactly as they are."""
+    safeguarded rule's final run goes up to max_extrapolation × r_max beyond the grid). `eta_density` > 1
+    adds `eta_density` − 1 log-spaced η between each two neighbours: accuracy at the best T is a plateau
+    with ±0.2-point wiggles, so a private run landing between two grid η can beat a coarse reference
+    (MNIST × EfficientNet-Lite0, T = 100: 93.60 % on the grid, 93.85 % at 4x the density). The grid's own
+    points stay exactly as they are and come first."""
     grid = space.grid()
-    if eta_factor <= 1.0 or space.eta_num < 2:
+    if space.eta_num < 2 or (eta_factor <= 1.0 and eta_density <= 1):
         return grid
     ratio = (space.eta_max / space.eta_min) ** (1.0 / (space.eta_num - 1))
-    extra = math.ceil(math.log(eta_factor) / math.log(ratio) - 1e-9)
-    return grid + [(float(space.eta_max * ratio**j), int(t)) for j in range(1, extra + 1) for t in space.steps]
+    extra = max(0, math.ceil(math.log(eta_factor) / math.log(ratio) - 1e-9)) if eta_factor > 1.0 else 0
+    above = [float(space.eta_max * ratio**j) for j in range(1, extra + 1)]
+    coarse = [*(float(e) for e in space.eta_grid), *above]
+    between = [float(lo * (hi / lo) ** (k / eta_density)) for lo, hi in zip(coarse, coarse[1:]) for k in range(1, eta_density)]
+    return grid + [(e, int(t)) for e in [*above, *between] for t in space.steps]
 
 
-def run(trainer: PrivateTrainer, space: SearchSpace, progress: bool = True, eta_factor: float = 1.0) -> MethodResult:
-    grid = ceiling_grid(space, eta_factor)
+def run(trainer: PrivateTrainer, space: SearchSpace, progress: bool = True, eta_factor: float = 1.0,
+        eta_density: int = 1) -> MethodResult:
+    grid = ceiling_grid(space, eta_factor, eta_density)
     eta = [e for e, _ in grid]
     steps = [t for _, t in grid]
     outcome = trainer.run_trials(eta, steps, [0.0] * len(grid), [0] * len(grid), progress=progress, desc="non-private grid")
