@@ -14,7 +14,7 @@ import dphpo.train.finetune as finetune
 from dphpo.errors import ConfigError
 from dphpo.train.dpzo import DPZOSettings, DPZOTrainer, train_dpzo
 from dphpo.train.finetune import FinetuneSettings, FinetuneTrainer, train_dp, wrap_for_clipping
-from dphpo.train.task_trainer import bf16_losses
+from dphpo.train.task_trainer import forward_losses
 
 from test_finetune import TinyTask
 
@@ -75,7 +75,7 @@ def bf16_per_example_gradients(task):
     """opacus' per-example gradients of the whole batch under bf16 autocast, as the trainer gets them."""
     model = task.build_model()
     wrapped = wrap_for_clipping(model, "hooks", 1.0)
-    bf16_losses(task.example_losses, "cpu")(wrapped, torch.arange(task.n_train)).sum().backward()
+    forward_losses(task.example_losses, torch.bfloat16, torch.device("cpu"))(wrapped, torch.arange(task.n_train)).sum().backward()
     grads = [p.grad_sample.detach().clone() for p in model.parameters()]
     assert all(g.dtype == torch.bfloat16 for g in grads), "autocast must make opacus' per-example gradients bf16"
     return grads

@@ -244,9 +244,6 @@ class CausalLMTask(OnDevice):
     def provenance(self) -> dict:
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
 
-    def build_model(self) -> nn.Module:
-        return self.fresh_model()
-
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
         idx = self.rows(idx)
         nll, _, n = lm_losses(module, self.t["ids_train"][idx], self.t["mask_train"][idx])

@@ -159,9 +159,6 @@ class SequenceClassificationTask(OnDevice):
     def provenance(self) -> dict:
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
 
-    def build_model(self) -> TopLayersClassifier:
-        return self.fresh_model()
-
     def null_scores(self) -> tuple[float, float, float]:
         """The majority label's train and test counts and test accuracy (`PrivateTrainer.null_scores`)."""
         return majority_label_scores(self.t["y_train"], self.t["y_test"], self.num_classes)

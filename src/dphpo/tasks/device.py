@@ -3,7 +3,7 @@
 A task keeps the model every trial starts from (`prototype`) and its data tensors (`t`) on one device;
 `to` moves them there once, so a training step moves only the indices of its batch (`rows`) and the
 noise its trainer draws on the CPU (dphpo.train.finetune, dphpo.train.dpzo: the same numbers on any
-device). A trial's model (`fresh_model`) copies the prototype's trainable parameters and buffers and shares
+device). A trial's model (`build_model`) copies the prototype's trainable parameters and buffers and shares
 its frozen weights: OPT-13B's LoRA trials add the adapters to the device, not a second 26 GB of weights.
 """
 
@@ -36,7 +36,7 @@ class OnDevice:
         """A batch's indices (drawn on the CPU) where the data are: the only tensor a step moves to index them."""
         return idx.to(self.device)
 
-    def fresh_model(self) -> nn.Module:
+    def build_model(self) -> nn.Module:
         """A trial's model: a copy of the prototype whose trainable parameters and buffers are its own and whose
         frozen parameters are the prototype's very tensors. Training changes trainable parameters only (the
         trainers of dphpo.train update, perturb and noise `requires_grad` parameters alone), so every trial

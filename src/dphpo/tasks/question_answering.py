@@ -250,9 +250,6 @@ class QuestionAnsweringTask(OnDevice):
             "max_len": self.max_len, "max_new_tokens": self.max_new_tokens, "decoding": "greedy, cut at the first newline",
         }
 
-    def build_model(self) -> nn.Module:
-        return self.fresh_model()
-
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
         idx = self.rows(idx)
         ids, attn, answer = (self.t[k][idx] for k in ("ids", "attn", "answer"))

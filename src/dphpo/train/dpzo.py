@@ -31,7 +31,7 @@ from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch
 from dphpo.train.noise import DrawAhead, standard_normal, to_device
-from dphpo.train.task_trainer import TaskTrainer, bf16_losses, check_precision, training_dtype
+from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def train_dpzo(
     model.eval()  # forward passes only; tasks build models without dropout
     params = [p for p in model.parameters() if p.requires_grad]
     dtype = settings.compute_dtype(params[0].device)
-    losses_of = example_losses if dtype == torch.float32 else bf16_losses(example_losses, params[0].device.type)
+    losses_of = forward_losses(example_losses, dtype, params[0].device)
     C, lam = settings.clip_norm, settings.perturbation
     batches, clipped = [], []
 
@@ -155,7 +155,7 @@ def train_dpzo(
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
         "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
-        "precision": str(dtype).removeprefix("torch."),
+        "precision": dtype_name(dtype),
     }
 
 

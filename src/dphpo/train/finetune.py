@@ -46,7 +46,7 @@ from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
-from dphpo.train.task_trainer import TaskTrainer, bf16_losses, check_precision, training_dtype
+from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
 
 CLIPPING = ("ghost", "hooks")
 OPTIMIZERS = ("sgd", "adam")
@@ -280,7 +280,7 @@ def train_dp(
     dtype = settings.compute_dtype(params[0].device)
     if dtype != torch.float32 and private and settings.clipping == "ghost":  # FinetuneSettings refuses it
         raise ValueError("ghost clipping runs in fp32 only (docs/privacy.md, Precision)")
-    losses_of = example_losses if dtype == torch.float32 else bf16_losses(example_losses, params[0].device.type)
+    losses_of = forward_losses(example_losses, dtype, params[0].device)
     opt = NoisyMeanOptimizer(params, lr, settings)
     batches, clipped = [], []
 
@@ -321,7 +321,7 @@ def train_dp(
         "sample_rate": q,
         "mean_batch": float(np.mean(batches)),
         "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
-        "precision": str(dtype).removeprefix("torch."),
+        "precision": dtype_name(dtype),
     }
 
 

@@ -290,13 +290,10 @@ def resolve_physical_batch(task, settings, device: torch.device | str, n_public:
     filled on average)."""
     device = torch.device(device)
     model = getattr(task, "prototype", None)
-    trial = task.build_model()
-    if model is None:  # a task without a prototype (a test double): a trial's model stands for it
-        model, trial_copy = trial, model_bytes(trial)
-    else:  # what a trial's model does not share with the prototype
-        shared = {id(t) for t in [*model.parameters(), *model.buffers()]}
-        trial_copy = tensor_bytes([t for t in [*trial.parameters(), *trial.buffers()] if id(t) not in shared])
-    del trial
+    trial_copy = None  # a trial copies the prototype's trainable parameters and buffers (OnDevice.build_model)
+    if model is None:  # a task without a prototype (a test double): a whole trial's model stands for it
+        model = task.build_model()
+        trial_copy = model_bytes(model)
     data = public_data_bytes(task, n_public)
     est = estimate(model, sequence_length(task), settings, device=device, data_bytes=data, trial_copy=trial_copy)
     if available is None:

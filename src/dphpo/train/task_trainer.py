@@ -53,13 +53,21 @@ def training_dtype(precision: str, device: torch.device, *, bf16_allowed: bool =
     return torch.bfloat16
 
 
-def bf16_losses(example_losses, device_type: str):
-    """`example_losses(module, idx)` with its forward pass under bf16 autocast, the losses cast to fp32.
-    Each call opens its own autocast region: autocast caches its bf16 copies of the weights until the
-    region closes, so weights changed between calls (DP-ZO's θ ± λz, an optimizer step) are cast afresh."""
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as the configs and provenance write it: "float32", "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def forward_losses(example_losses, dtype: torch.dtype, device: torch.device):
+    """`example_losses(module, idx)` with its forward pass in `dtype`: itself in fp32; under bf16 autocast
+    on `device`, the losses cast to fp32. Each call opens its own autocast region: autocast caches its bf16
+    copies of the weights until the region closes, so weights changed between calls (DP-ZO's θ ± λz, an
+    optimizer step) are cast afresh."""
+    if dtype == torch.float32:
+        return example_losses
 
     def losses(module, idx):
-        with torch.autocast(device_type, dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=dtype):
             out = example_losses(module, idx)
         return out.float()
 
@@ -104,7 +112,7 @@ class TaskTrainer:
             "trainer": self.kind,
             "compute_device": describe_device(self.device),
             # the precision used (`auto` resolved), beside the configured one in settings
-            "compute_precision": str(self.settings.compute_dtype(self.device)).removeprefix("torch."),
+            "compute_precision": dtype_name(self.settings.compute_dtype(self.device)),
             # the physical batch used (`auto` resolved), beside the configured one in settings
             "compute_physical_batch": self.physical_batch,
             **({"physical_batch_estimate": self.memory_estimate.describe()} if self.memory_estimate else {}),
