@@ -209,6 +209,46 @@ def test_training_runs_on_the_device_and_a_step_moves_only_indices_and_noise(run
         assert mode.copies == []
 
 
+def test_data_larger_than_half_the_card_stay_in_host_memory_decided_from_public_sizes():
+    from dphpo.train.memory import DATA_SHARE, data_device
+
+    gb = 1e9
+    assert DATA_SHARE == 0.5
+    # MNLI's 154 GB of cached states never fit an 80 GB card; SST-2's 5 GB do
+    assert data_device("cuda", 154 * gb, available=80 * gb) == torch.device("cpu")
+    assert data_device("cuda:1", 5 * gb, available=80 * gb) == torch.device("cuda", 1)
+    assert data_device("cuda", 40 * gb, available=80 * gb) == torch.device("cuda")  # exactly the share: on the card
+    assert data_device("cuda", 40 * gb + 1, available=80 * gb) == torch.device("cpu")
+    assert data_device("cpu", 10**15) == torch.device("cpu")  # on the CPU the data are where they compute
+    assert data_device(META, 10**15) == META  # nothing to measure: with the model
+
+
+@pytest.mark.parametrize("run", ["finetune_classification_ghost", "finetune_causal_lm_hooks", "dpzo_classification"])
+def test_data_kept_in_host_memory_copy_one_batch_per_chunk_and_train_the_same(run, squad_folder, monkeypatch):
+    """A card too small for the data (its memory patched to 1 kB): the model trains on the device, the data
+    stay on the CPU, each chunk copies its own rows alone (never the whole tensor), evaluation copies one
+    evaluation batch at a time, and provenance says where the data were."""
+    import dphpo.train.memory as memory
+
+    monkeypatch.setattr(memory, "device_bytes", lambda device: 1000)
+    mode, model, task = train(run, "meta", squad_folder)
+    assert {p.device for p in model.parameters()} == {META} and task.device == META
+    assert {t.device for t in task.t.values()} == {torch.device("cpu")} and task.rows(torch.tensor([0])).device.type == "cpu"
+    noise_shapes = {tuple(p.shape) for p in model.parameters() if p.requires_grad}
+    rows = {(t.dtype, tuple(t.shape[1:])) for key, t in task.t.items() if key.endswith("_train")}
+    data_copies = [(dtype, shape) for dtype, shape in mode.copies if not (dtype == torch.float32 and shape in noise_shapes)]
+    assert data_copies, "the batches' rows come from host memory"
+    for dtype, shape in data_copies:  # rows of a training tensor, at most one physical batch (3) at a time
+        assert (dtype, shape[1:]) in rows and shape[0] <= 3, (dtype, shape)
+    kind, trainer_class, extra = RUNS[run]
+    settings_class = FinetuneSettings if trainer_class is FinetuneTrainer else DPZOSettings
+    trainer = trainer_class(TASKS[kind](squad_folder), make_accountant("prv", 1e-5, sample_rate=0.5), settings_class(batch_size=4, device="meta"), 12)
+    assert trainer.provenance()["data_device"] == "cpu"
+    with OnMeta() as mode:
+        task.evaluate(model, "test")
+    assert mode.copies and all(shape[0] <= task.eval_batch for _, shape in mode.copies)
+
+
 @pytest.mark.parametrize("run", ["finetune_classification_ghost", "finetune_causal_lm_hooks", "dpzo_causal_lm"])
 def test_batches_noise_and_directions_are_the_same_draws_on_any_device(run, squad_folder, monkeypatch):
     """Drawn on the CPU from the trial's generators (the secret key's seed in a study), then moved: a run

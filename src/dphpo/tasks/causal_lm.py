@@ -245,16 +245,15 @@ class CausalLMTask(OnDevice):
         return dict(self._provenance) | {"metric": self.metric, "n_train": self.n_train, "n_test": self.n_test}
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-        idx = self.rows(idx)
-        nll, _, n = lm_losses(module, self.t["ids_train"][idx], self.t["mask_train"][idx])
+        nll, _, n = lm_losses(module, self.take("ids_train", idx), self.take("mask_train", idx))
         return nll / n.clamp_min(1.0)
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict:
-        ids, mask = self.t[f"ids_{split}"], self.t[f"mask_{split}"]
         nll_sum = tokens = score = 0.0
-        for s in range(0, ids.shape[0], self.eval_batch):
-            nll, _, n = lm_losses(model, ids[s : s + self.eval_batch], mask[s : s + self.eval_batch])
+        for s in range(0, self.t[f"ids_{split}"].shape[0], self.eval_batch):
+            rows = slice(s, s + self.eval_batch)
+            nll, _, n = lm_losses(model, self.take(f"ids_{split}", rows), self.take(f"mask_{split}", rows))
             nll_sum += float(nll.sum())
             tokens += float(n.sum())
             score += float(likelihood_score(nll / n.clamp_min(1.0), self.vocab_size).sum())

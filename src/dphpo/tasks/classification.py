@@ -164,14 +164,13 @@ class SequenceClassificationTask(OnDevice):
         return majority_label_scores(self.t["y_train"], self.t["y_test"], self.num_classes)
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-        idx = self.rows(idx)
-        logits = module(self.t["h_train"][idx], self.t["mask_train"][idx])
-        return F.cross_entropy(logits, self.t["y_train"][idx], reduction="none")
+        logits = module(self.take("h_train", idx), self.take("mask_train", idx))
+        return F.cross_entropy(logits, self.take("y_train", idx), reduction="none")
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict:
-        h, m, y = self.t[f"h_{split}"], self.t[f"mask_{split}"], self.t[f"y_{split}"]
         correct = 0
-        for s in range(0, y.shape[0], self.eval_batch):
-            correct += int((model(h[s : s + self.eval_batch], m[s : s + self.eval_batch]).argmax(1) == y[s : s + self.eval_batch]).sum())
+        for s in range(0, self.t[f"y_{split}"].shape[0], self.eval_batch):
+            h, m, y = (self.take(f"{key}_{split}", slice(s, s + self.eval_batch)) for key in ("h", "mask", "y"))
+            correct += int((model(h, m).argmax(1) == y).sum())
         return {"score_sum": float(correct), "metric": correct / max(1, y.shape[0])}

@@ -251,8 +251,7 @@ class QuestionAnsweringTask(OnDevice):
         }
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-        idx = self.rows(idx)
-        ids, attn, answer = (self.t[k][idx] for k in ("ids", "attn", "answer"))
+        ids, attn, answer = (self.take(k, idx) for k in ("ids", "attn", "answer"))
         nll, n = answer_losses(module, ids, attn, answer)
         return nll / n.clamp_min(1.0)
 

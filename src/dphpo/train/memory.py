@@ -39,6 +39,10 @@ L = transformer layers, V = the output vocabulary of a per-token head, f = bytes
   (`clipped_grad_sum`): × HOOKS_BF16 = 1.5.
 - DP-ZO runs forward passes without a graph: one layer's activations (ZO_LAYERS) and the logits with
   LOGITS_FP32_ZO fp32 copies, no backward.
+- Data placement (`data_device`): the task's data tensors, sized for n_public, go on the card only when
+  they take at most DATA_SHARE of its memory; otherwise (QQP's and MNLI's cached hidden states: 143 and
+  154 GB, more than any card) they stay in host memory, each batch is copied to the card, and `fixed`
+  counts no data.
 - The estimate covers training; evaluation (`eval_batch`, generation's key-value cache) runs after a
   trial's training has freed its activations. SAFETY leaves room for the CUDA context, allocator
   fragmentation and what the estimate leaves out.
@@ -62,6 +66,8 @@ KEY = "language.studies[].training.physical_batch"
 GB = 1e9
 #: the share of the available memory the estimate may fill
 SAFETY = 0.8
+#: data tensors larger than this share of a card's memory stay in host memory (`data_device`)
+DATA_SHARE = 0.5
 #: Korthikanti et al. 2022 eq. 1: bytes per token × hidden unit and per attention score of one layer, 16-bit
 ACT_TOKEN = 34
 ACT_SCORE = 5
@@ -259,6 +265,27 @@ def device_bytes(device: torch.device | str) -> int:
     raise ConfigError(f"{KEY}: auto: no memory to measure on device {device}; set an int")
 
 
+def data_device(device: torch.device | str, data_bytes: int, available: float | None = None) -> torch.device:
+    """Where a task's data tensors live when it computes on `device`: there, when they take at most DATA_SHARE
+    of its memory (`available`, default `device_bytes`), else in host memory (the CPU), each batch copied
+    over. Public facts only: the data sized for the declared public size (`public_data_bytes`) and the
+    card's total memory. On the CPU, and on a device without memory to measure (`meta`), the data stay
+    with the model."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return device
+    if available is None:
+        try:
+            available = device_bytes(device)
+        except ConfigError:
+            return device
+    if data_bytes <= DATA_SHARE * float(available):
+        return device
+    log.info("data stay in host memory: %.1f GB of data tensors > %g of the %.1f GB of %s",
+             data_bytes / GB, DATA_SHARE, float(available) / GB, device)
+    return torch.device("cpu")
+
+
 def public_data_bytes(task, n_public: int) -> int:
     """The bytes of a task's data tensors with each training tensor sized for the declared public size
     `n_public` (its bytes per record × n_public), never the private count its first axis has."""
@@ -294,7 +321,8 @@ def resolve_physical_batch(task, settings, device: torch.device | str, n_public:
     if model is None:  # a task without a prototype (a test double): a whole trial's model stands for it
         model = task.build_model()
         trial_copy = model_bytes(model)
-    data = public_data_bytes(task, n_public)
+    # the data count where they live with the model; kept in host memory, a step copies one batch over
+    data = public_data_bytes(task, n_public) if getattr(task, "data_device", device) == device else 0
     est = estimate(model, sequence_length(task), settings, device=device, data_bytes=data, trial_copy=trial_copy)
     if available is None:
         available = device_bytes(device)

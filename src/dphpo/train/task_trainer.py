@@ -26,7 +26,7 @@ from torch import nn
 from dphpo.device import choose_device, describe_device
 from dphpo.errors import ConfigError
 from dphpo.io import atomic_open
-from dphpo.train.memory import resolve_physical_batch
+from dphpo.train.memory import data_device, public_data_bytes, resolve_physical_batch
 from dphpo.train.protocol import TrialOutcome
 
 PRECISIONS = ("float32", "bfloat16", "auto")
@@ -95,7 +95,8 @@ class TaskTrainer:
         self.n_test = task.n_test
         self.n_public = int(n_public)
         if hasattr(task, "to"):  # the tasks of dphpo.tasks: model and data moved once, here
-            task.to(choose_device(settings.device))
+            device = choose_device(settings.device)
+            task.to(device, data_device(device, public_data_bytes(task, self.n_public)))
         # the device used (`auto` resolved); a task that cannot move (a test double) trains where it is: the CPU
         self.device = getattr(task, "device", torch.device("cpu"))
         # the physical batch used (`auto` resolved here, once, from the device's memory and the model's size)
@@ -116,6 +117,8 @@ class TaskTrainer:
             # the physical batch used (`auto` resolved), beside the configured one in settings
             "compute_physical_batch": self.physical_batch,
             **({"physical_batch_estimate": self.memory_estimate.describe()} if self.memory_estimate else {}),
+            # where the data tensors live, only where that is not the compute device (too large for the card)
+            **({"data_device": str(self.task.data_device)} if getattr(self.task, "data_device", self.device) != self.device else {}),
             "settings": self.settings.describe(),
             "accountant": self.accountant.describe(),
             "task": self.task.provenance(),
