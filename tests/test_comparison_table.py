@@ -195,6 +195,38 @@ def test_make_labels_design_notes_of_the_config_it_is_given(results, tmp_path):
     assert "picked on MNIST" in md and "extractors.efficientnet_lite0.resolution" in csv_text
 
 
+def test_the_table_states_where_each_methods_settings_come_from(results):
+    """Issue 29: each baseline's source (published, public proxy, a priori) under the table and in the CSV;
+    a variant's rows take their base method's entry unless the config gives them their own."""
+    from dphpo.errors import ConfigError
+
+    variant = [r | {"provenance": r["provenance"] | {"variant": "safeguarded"}} for r in results if r["method"] == "linear_scaling"]
+    rows = comparison.summarize(results + variant)
+    config = {"settings_sources": {"mehta": "Mehta et al. §5.1", "linear_scaling": "Panda et al. as published"}}
+    notes = comparison.build_table(rows, config).notes
+    assert "settings of Mehta et al. (1 DP-Adam step): Mehta et al. §5.1" in notes
+    assert sum(n.endswith("Panda et al. as published") for n in notes) == 2  # the rule and its variant
+    assert not any("Papernot" in n and n.startswith("settings of") for n in notes)  # no entry: no note
+    by = {(r["method"], r["target_eps"]): r["settings_source"] for r in comparison.build_csv_table(rows, config).rows if r["dataset"] == "mnist"}
+    assert by[("mehta", 1.0)] == "Mehta et al. §5.1" and by[("papernot_steinke", 1.0)] is None
+    assert by[("linear_scaling:safeguarded", 1.0)] == "Panda et al. as published"
+    own = config["settings_sources"] | {"linear_scaling:safeguarded": "public proxies"}
+    assert {r["method"]: r["settings_source"] for r in comparison.build_csv_table(rows, {"settings_sources": own}).rows}[
+        "linear_scaling:safeguarded"] == "public proxies"
+    with pytest.raises(ConfigError, match=r"settings_sources\.mehtaa: not a method"):
+        comparison.build_table(rows, {"settings_sources": {"mehtaa": "typo"}})
+
+
+@pytest.mark.parametrize("name", ["config/config.yaml", "config/paper_embedded.yaml"])
+def test_the_embedded_configs_state_every_baselines_source(name):
+    import yaml
+
+    config = yaml.safe_load(open(name))
+    sources = config["settings_sources"]
+    assert set(config["baselines"]["methods"]) | {"linear_scaling", "oso_dpsgd_cnn"} <= set(sources)
+    assert "public proxies" in sources["oso_dpsgd"] and "T = 50" in sources["oso_dpsgd"]
+
+
 def test_tables_warn_where_a_stage_picked_on_noise_and_where_selection_noise_dwarfs_n():
     """Issue 29: a stage whose released scores lie within noise of each other picked on noise; the tables say
     so (from released values only). The selection-noise warning read a key the records never had."""

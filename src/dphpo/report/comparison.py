@@ -35,6 +35,8 @@ from dphpo.report.tables import (
     private_design_keys,
     rerr,
     selection_noise_notes,
+    settings_source,
+    settings_sources,
 )
 
 RANDOM = "random_search"
@@ -76,6 +78,7 @@ CSV_COLUMNS = [
     "accountant",
     "selection",
     "design_on_private_data",
+    "settings_source",
 ]
 
 
@@ -157,15 +160,30 @@ def build_table(rows: list[dict], config: Mapping | None = None, results: Sequen
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
         "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    notes = list(NOTES) + selection_noise_notes(results) + no_signal_notes(results) + failure_notes(results)
+    notes = list(NOTES) + source_notes(rows, config) + selection_noise_notes(results) + no_signal_notes(results) + failure_notes(results)
     table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=notes)
     return apply_design_notes(table, config)
 
 
+def source_notes(rows: list[dict], config: Mapping | None) -> list[str]:
+    """One note per method of the table whose settings' source the config states (`settings_sources`)."""
+    sources, seen = settings_sources(config), {}
+    for r in rows:
+        source = settings_source(r["method_id"], sources)
+        if source and r["method"] not in seen:
+            seen[r["method"]] = source
+    return [f"settings of {method}: {source}" for method, source in seen.items()]
+
+
 def build_csv_table(rows: list[dict], config: Mapping | None = None) -> Table:
-    notes = design_notes(config)
+    notes, sources = design_notes(config), settings_sources(config)
     csv_rows = [
-        r | {"method": r["method_id"], "design_on_private_data": "; ".join(private_design_keys(r, notes, config)) or None}
+        r
+        | {
+            "method": r["method_id"],
+            "design_on_private_data": "; ".join(private_design_keys(r, notes, config)) or None,
+            "settings_source": settings_source(r["method_id"], sources),
+        }
         for r in rows
     ]
     return Table(columns=CSV_COLUMNS, rows=csv_rows)

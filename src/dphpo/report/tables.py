@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
+from dphpo.errors import ConfigError
 from dphpo.io import read_json, write_text
 from dphpo.studies.config import DEFAULT_VARIANT, check_identity
 
@@ -241,6 +242,26 @@ PER_RUN_EPS_NOTE = (
     "search included; the same for every seed, the largest shown). The mean ± std is over those runs: "
     "releasing the models of several seeds together would cost the composition of their ε, not this ε."
 )
+
+
+# --- where each method's settings come from (config key `settings_sources`) ----------------------
+
+
+def settings_sources(config: Mapping | None) -> dict[str, str]:
+    """`settings_sources` of a config: method id (`method` or `method:variant`) -> where its settings
+    come from. A ConfigError names a key whose method the registry does not know."""
+    from dphpo.hpo.registry import METHODS
+
+    sources = {str(k): str(v) for k, v in ((config or {}).get("settings_sources") or {}).items()}
+    for key in sources:
+        if key.partition(":")[0] not in METHODS:
+            raise ConfigError(f"settings_sources.{key}: not a method; known: {', '.join(METHODS)} (or method:variant)")
+    return sources
+
+
+def settings_source(method: str, sources: Mapping[str, str]) -> str | None:
+    """The source of a method id's settings: its own entry, else its base method's (a variant's rows)."""
+    return sources.get(method) or sources.get(method.partition(":")[0])
 
 
 # --- settings chosen on private data (config key `design_notes`) ----------------------------------
