@@ -9,6 +9,8 @@ nothing here touches a study's private data or its secret key. Prints one row pe
 mean ± std over seeds, and the worst seed, per target ε.
 
     .venv/bin/python experiments/selection_planner.py --dataset digits --sizes 500,1000,1438 --seeds 5
+    .venv/bin/python experiments/selection_planner.py --dataset synthetic_shapes --noise planned_each \
+        --features results/features/synthetic_shapes/efficientnet_lite0.h5 --sizes 500,1000,5000 --eps 0.1,0.25,0.5,1,2,4,8
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dphpo.hpo import selection as selection_module  # noqa: E402
 from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig  # noqa: E402
 from dphpo.hpo.selection import plan_selection_noise  # noqa: E402
 from dphpo.privacy.accountant import config_delta  # noqa: E402
+from dphpo.studies.trainers import load_features  # noqa: E402
 from dphpo.studies.validate import validate_config  # noqa: E402
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures  # noqa: E402
 
@@ -73,7 +76,11 @@ def planned_noise(cfg: dict, n: int) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", default="digits", help="digits, mnist (raw pixels) or tweets_minilm (text features)")
+    p.add_argument("--dataset", default="digits", help="digits, mnist (raw pixels), tweets_minilm (text features), or the "
+                   "dataset of --features")
+    p.add_argument("--features", type=Path, default=None,
+                   help="a public feature cache instead (e.g. synthetic_shapes x efficientnet_lite0: image features)")
+    p.add_argument("--extractor", default="efficientnet_lite0", help="the extractor --features was built with")
     p.add_argument("--sizes", default="500,1000,1438", help="training-set sizes N, comma-separated")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--eps", default="0.25,0.5,1,2,4,8", help="target eps values, comma-separated")
@@ -97,7 +104,11 @@ def main() -> int:
     key_file.chmod(0o600)
     cfg["privacy"]["noise_key_file"] = str(key_file)
     validate_config(cfg, REPO / "workflow" / "schemas" / "config.schema.yaml")
-    full = tweet_features() if args.dataset == "tweets_minilm" else features(args.dataset)
+    if args.features is not None:
+        study = cfg | {"studies": [{"dataset": args.dataset, "extractor": args.extractor}]}
+        full = load_features({k: v for k, v in study.items() if k != "design_notes"}, args.features, args.dataset, args.extractor)
+    else:
+        full = tweet_features() if args.dataset == "tweets_minilm" else features(args.dataset)
     print(f"{args.dataset}, {args.seeds} seeds | " + " | ".join(f"eps={e}" for e in args.eps.split(",")))
     for n in (int(s) for s in args.sizes.split(",")):
         trainer = LinearHeadTrainer.from_config(subset(full, n), cfg)

@@ -10,7 +10,7 @@ import yaml
 
 from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
-from dphpo.hpo.linear_scaling_plan import NO_SIGNAL_PRIOR, RECOMMENDED_SAFEGUARD
+from dphpo.hpo.linear_scaling_plan import NO_SIGNAL_PRIOR, NO_SIGNAL_SNR, RECOMMENDED_SAFEGUARD
 from dphpo.hpo.selection import (
     FINEST_FRACTION,
     PLANNED_SHARE,
@@ -88,6 +88,21 @@ def test_without_signal_the_whole_budget_goes_to_one_run_at_the_public_prior(dig
         assert res.search["fit"]["r_prior"] == pytest.approx(prior)
         assert res.released["r_requested"] == pytest.approx(SPACE.clamp_r(prior))
         assert "no signal" in res.search["fit"]["no_signal"]
+
+
+def test_at_a_low_public_signal_to_noise_the_no_signal_run_takes_at_most_the_grids_middle_steps(digits_features):
+    """mu*N/sqrt(P) below NO_SIGNAL_SNR: T <= sqrt(5 * 40) ~ 14, i.e. 10 on this grid, where the decomposition
+    (most steps) alone would take 40; above it, or with the guard off, the decomposition's T."""
+    n = digits_features.n_public
+    noisy = SelectionRule(noise_std=0.1 * n, n_public=n, delta=DELTA)
+    low, high = _run(digits_features, noisy, [0.1, 2.0])
+    snr = lambda res: res.ledger.entries[0].mu * n / math.sqrt(64 * 10)  # noqa: E731
+    assert snr(low) < NO_SIGNAL_SNR < snr(high)
+    assert low.released["steps"] == 10 and low.search["fit"]["steps_at_most"] == 10
+    assert high.released["steps"] == 40 and "steps_at_most" not in high.search["fit"]
+    off = ls.LinearScalingConfig(safeguard=dataclasses.replace(RECOMMENDED_SAFEGUARD, no_signal_snr=None))
+    (plain,) = ls.run(LinearHeadTrainer(digits_features, TrainSettings()), off, SPACE, noisy, [0.1], noise=noise_scope(0))
+    assert plain.released["steps"] == 40 and plain.released["r"] == pytest.approx(low.released["r"])
 
 
 def test_the_no_signal_decision_reads_only_public_quantities(digits_features):

@@ -273,6 +273,8 @@ def _plan_final(acc, lsc: LinearScalingConfig, space: SearchSpace, target: float
         dec = choice.space.decompose(choice.r)
         fit = {"no_signal": searches[0]["no_signal"], "prior": f"r = {lsc.safeguard.no_signal_prior:g} * mu * N / sqrt(P)",
                "mu": mu_f, "n_public": n, "n_parameters": p, "r_prior": choice.r_extrapolated, "r_clamped": choice.r}
+        if choice.space.steps != space.steps:  # a low mu*N/sqrt(P): at most the grid's middle T (Safeguard.no_signal_snr)
+            fit["steps_at_most"] = max(choice.space.steps)
         return _FinalPlan(float(target), key, ledger, dec, acc.sigma_for_remaining(ledger, target, dec.steps), fit, searches)
     # μ_f: the Gaussian that fills the budget under the trainer's accountant; its standalone ε
     # places the final run on the fitted line (exact GDP: the final run itself).

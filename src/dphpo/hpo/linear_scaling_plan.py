@@ -90,6 +90,11 @@ class Safeguard:
     # the configured noise): no privacy cost.
     # The slope came from public proxies (experiments/selection_planner.py). None: the stages always run
     no_signal_prior: float | None = None
+    # the no-signal run's steps: where its public signal-to-noise μN/√P is below this, it takes at most
+    # the grid's middle T (the largest grid T ≤ √(T_min·T_max): 20 on 5 … 100), else the decomposition's.
+    # At such μN/√P accuracy hardly depends on r, and many small noisy steps lose 1-3 points to ~20
+    # (public proxies: `NO_SIGNAL_SNR`). Public quantities only. None: the decomposition's T
+    no_signal_snr: float | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -112,6 +117,8 @@ class Safeguard:
             raise ConfigError(f"{key}.beyond_grid: needs {key}.max_extrapolation (a final r beyond the grid must stay bounded)")
         if self.no_signal_prior is not None and not self.no_signal_prior > 0:
             raise ConfigError(f"{key}.no_signal_prior: must be > 0 (r per unit of mu*N), got {self.no_signal_prior}")
+        if self.no_signal_snr is not None and not self.no_signal_snr > 0:
+            raise ConfigError(f"{key}.no_signal_snr: must be > 0 (a value of mu*N/sqrt(P)), got {self.no_signal_snr}")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -126,12 +133,12 @@ class Safeguard:
         return cls(decompose=cfg.get("decompose"), max_extrapolation=number("max_extrapolation"), sampling=cfg.get("sampling"),
                    fit=cfg.get("fit"), informative_margin=number("informative_margin"), tie_margin=number("tie_margin"),
                    later_stage_cap=number("later_stage_cap"), beyond_grid=cfg.get("beyond_grid"),
-                   no_signal_prior=number("no_signal_prior"))
+                   no_signal_prior=number("no_signal_prior"), no_signal_snr=number("no_signal_snr"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid", "no_signal_prior") if getattr(self, k) is not None}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid", "no_signal_prior", "no_signal_snr") if getattr(self, k) is not None}
 
 
 #: The no-signal path's public prior r = NO_SIGNAL_PRIOR·μ·N/√P (P: the head's d·K weights): the grid
@@ -140,13 +147,22 @@ class Safeguard:
 #: (experiments/selection_planner.py; docs/methods.md §3).
 NO_SIGNAL_PRIOR = 1.8
 
+#: Below this public signal-to-noise μN/√P the no-signal run takes at most the grid's middle T
+#: (`Safeguard.no_signal_snr`). The mean test accuracy of runs at the prior r, per grid T (10 noise draws;
+#: digits pixels N = 500, 1,000, synthetic_shapes × Lite0 N = 500 … 5,000, MiniLM on unread tweets
+#: N = 500 … 4,890; ε = 0.1 … 4): below μN/√P ≈ 2.5 T = 10-20 beat the most steps in 9 of 10 cells (by up
+#: to 2.6 points: tweets N = 500, ε = 0.1, 43.0 vs 40.5 %), above it the most steps won or tied
+#: (docs/methods.md §3).
+NO_SIGNAL_SNR = 2.5
+
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only: experiments/safeguard_constants.py on synthetic_shapes, and tie_margin 1,
 #: later_stage_cap 1 and beyond_grid on config/language_proxy.yaml (MiniLM on tweets its study never
 #: reads: 54.9 % for the paper's rule, 62 % with these guards; on synthetic_shapes they are within
 #: 0.4 points of the mean at ε >= 0.25); docs/methods.md §2a.
 RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin",
-                                  tie_margin=1.0, later_stage_cap=1.0, beyond_grid=True, no_signal_prior=NO_SIGNAL_PRIOR)
+                                  tie_margin=1.0, later_stage_cap=1.0, beyond_grid=True, no_signal_prior=NO_SIGNAL_PRIOR,
+                                  no_signal_snr=NO_SIGNAL_SNR)
 
 
 def safeguarded_section(section: dict | None) -> dict:
@@ -352,7 +368,15 @@ def prior_r(lsc: LinearScalingConfig, space: SearchSpace, mu: float, n_public: i
     Why this scale: T steps of DP-GD at σ = √T/μ move a head of P weights by noise of norm ~ r·√P/(μN)
     (r = ηT) against a clipped signal of norm ≤ r, so the r that balances them grows as μN/√P."""
     r = lsc.safeguard.no_signal_prior * mu * n_public / math.sqrt(n_parameters)
+    if lsc.safeguard.no_signal_snr is not None and mu * n_public / math.sqrt(n_parameters) < lsc.safeguard.no_signal_snr:
+        space = middle_steps(space)
     return FinalChoice(np.zeros(0), r, r, r, space, space.clamp_r(r), False)
+
+
+def middle_steps(space: SearchSpace) -> SearchSpace:
+    """The space with the grid's T up to its middle, √(T_min·T_max) (`Safeguard.no_signal_snr`)."""
+    middle = math.sqrt(space.steps[0] * space.steps[-1])
+    return replace(space, steps=tuple(t for t in space.steps if t <= middle))
 
 
 def search_selection(lsc: LinearScalingConfig, selection: SelectionRule, search: Mapping) -> SelectionRule:
