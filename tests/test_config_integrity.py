@@ -77,6 +77,7 @@ BAD_CONFIGS = [
     ("max_train below the class count", {"datasets": {"digits": {"max_train": 5}}}, ["datasets.digits.max_train: 5"]),
     ("text dataset, image extractor", {"studies": [{"dataset": "tweets", "extractor": "raw"}]},
      ["studies[0]: dataset 'tweets' is text but extractor 'raw'"]),
+    ("a settings source of no method", {"settings_sources": {"mehtaa": "Mehta et al."}}, ["settings_sources.mehtaa: not a method"]),
 ]
 
 

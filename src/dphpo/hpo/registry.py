@@ -16,7 +16,7 @@ job runs) plus one line here and one in SUPPORTED (the trainers and accountants 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -181,10 +181,22 @@ def method_jobs(config: dict) -> list[tuple[str, str, str]]:
 
 
 def check_config(config: dict) -> None:
-    """Refuse unknown baselines and infeasible baseline plans before any job runs."""
+    """Refuse unknown baselines, infeasible baseline plans and `settings_sources` of unknown methods
+    before any job runs."""
     for name in configured_baselines(config):
         METHODS[name].check(config)
     METHODS["oso_dpsgd_cnn"].check(config)
+    settings_sources(config)
+
+
+def settings_sources(config: Mapping) -> dict[str, str]:
+    """`settings_sources` of a config: method id (`method` or `method:variant`) -> where its settings
+    come from. A ConfigError names a key whose method is not in METHODS."""
+    sources = {str(k): str(v) for k, v in ((config or {}).get("settings_sources") or {}).items()}
+    for key in sources:
+        if key.partition(":")[0] not in METHODS:
+            raise ConfigError(f"settings_sources.{key}: not a method; known: {', '.join(METHODS)} (or method:variant)")
+    return sources
 
 
 def run_method(name: str, trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dphpo.hpo.registry import settings_sources
 from dphpo.io import write_text
 from dphpo.report.plotting import eps_axis, panel_grid, save_figure
 from dphpo.report.specs import COMPARISON_LABELS
@@ -36,7 +37,6 @@ from dphpo.report.tables import (
     rerr,
     selection_noise_notes,
     settings_source,
-    settings_sources,
 )
 
 RANDOM = "random_search"

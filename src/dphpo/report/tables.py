@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
-from dphpo.errors import ConfigError
 from dphpo.io import read_json, write_text
 from dphpo.studies.config import DEFAULT_VARIANT, check_identity
 
@@ -244,19 +243,7 @@ PER_RUN_EPS_NOTE = (
 )
 
 
-# --- where each method's settings come from (config key `settings_sources`) ----------------------
-
-
-def settings_sources(config: Mapping | None) -> dict[str, str]:
-    """`settings_sources` of a config: method id (`method` or `method:variant`) -> where its settings
-    come from. A ConfigError names a key whose method the registry does not know."""
-    from dphpo.hpo.registry import METHODS
-
-    sources = {str(k): str(v) for k, v in ((config or {}).get("settings_sources") or {}).items()}
-    for key in sources:
-        if key.partition(":")[0] not in METHODS:
-            raise ConfigError(f"settings_sources.{key}: not a method; known: {', '.join(METHODS)} (or method:variant)")
-    return sources
+# --- where each method's settings come from (config key `settings_sources`: hpo.registry.settings_sources)
 
 
 def settings_source(method: str, sources: Mapping[str, str]) -> str | None:

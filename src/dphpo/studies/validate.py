@@ -19,7 +19,6 @@ from dphpo.features.extractors import EXTRACTOR_KINDS
 from dphpo.features.pretrain import check_pretraining_config
 from dphpo.hpo import registry
 from dphpo.privacy.randomness import key_from_config
-from dphpo.report.tables import settings_sources
 from dphpo.studies import checks
 from dphpo.studies.config import (
     DEFAULT_VARIANT,
@@ -96,7 +95,6 @@ def validate_config(config: dict, schema: str | Path, cuda_available: bool | Non
             checks.check_device(spec.get("training") or {}, cuda_available, f"language.studies.{name}.training.device")
     check_supported_methods(config)  # every method on its study's trainer and accountant (hpo.registry.SUPPORTED)
     registry.check_config(config)  # baselines: known names, feasible plans
-    settings_sources(config)  # each names a known method
     check_pretraining_config(config)  # pretrained_public names a section
     if create_key:
         key_from_config(config)  # create the secret noise key now, once, before any job can race to create it
