@@ -265,3 +265,18 @@ def test_a_trial_shares_the_frozen_weights_and_leaves_the_prototype_unchanged():
     assert any(not torch.equal(p, before[k]) for k, p in trained.state_dict().items() if "lora_" in k or "head" in k)
     for key, value in task.prototype.state_dict().items():
         assert torch.equal(value, before[key]), key
+
+
+@pytest.mark.parametrize("train", ["finetune", "dpzo"])
+def test_a_training_loop_handed_an_unresolved_auto_refuses_it(train):
+    """`auto` is the trainer's to resolve from public facts; a loop called with it directly must not guess."""
+    from dphpo.train.dpzo import train_dpzo
+    from dphpo.train.finetune import train_dp
+
+    from test_finetune import TinyTask
+
+    task = TinyTask(n=40)
+    fn, settings = (train_dp, FinetuneSettings(batch_size=8, physical_batch="auto")) if train == "finetune" else (
+        train_dpzo, DPZOSettings(batch_size=8, physical_batch="auto"))
+    with pytest.raises(ValueError, match="resolve_physical_batch"):
+        fn(task.build_model(), task.example_losses, 40, n_public=40, lr=0.1, steps=1, sigma=1.0, seed=0, settings=settings)

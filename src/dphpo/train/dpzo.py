@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
-from dphpo.train.memory import check_physical_batch
+from dphpo.train.memory import check_physical_batch, require_resolved
 from dphpo.train.noise import DrawAhead, standard_normal, to_device
 from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
 
@@ -115,8 +115,7 @@ def train_dpzo(
     losses cast to fp32 before differences, clipping and sums (`float32`: every step as it was)."""
     if not (sigma >= 0 and math.isfinite(sigma)):
         raise ValueError(f"sigma must be a finite number >= 0, got {sigma}")
-    if settings.physical_batch == "auto":
-        raise ValueError("physical_batch: auto is resolved by the trainer (dphpo.train.memory.resolve_physical_batch)")
+    require_resolved(settings)
     q = settings.sample_rate(n_public)
     sample_gen = torch.Generator().manual_seed(int(seed))
     direction_gen = torch.Generator().manual_seed(int(seed) ^ 0x5A5A5A5A)

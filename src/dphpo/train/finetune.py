@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
-from dphpo.train.memory import check_physical_batch
+from dphpo.train.memory import check_physical_batch, require_resolved
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
 from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
 
@@ -272,8 +272,7 @@ def train_dp(
         raise ValueError(f"steps must be >= 1, got {steps}")
     q = settings.sample_rate(n_public)
     gen = torch.Generator().manual_seed(int(seed))
-    if settings.physical_batch == "auto":
-        raise ValueError("physical_batch: auto is resolved by the trainer (dphpo.train.memory.resolve_physical_batch)")
+    require_resolved(settings)
     private = sigma > 0
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
     params = [p for p in model.parameters() if p.requires_grad]

@@ -265,6 +265,12 @@ def device_bytes(device: torch.device | str) -> int:
     raise ConfigError(f"{KEY}: auto: no memory to measure on device {device}; set an int")
 
 
+def require_resolved(settings) -> None:
+    """A training loop's guard: `physical_batch: auto` is the trainer's to resolve (`resolve_physical_batch`)."""
+    if settings.physical_batch == "auto":
+        raise ValueError("physical_batch: auto is resolved by the trainer (dphpo.train.memory.resolve_physical_batch)")
+
+
 def data_device(device: torch.device | str, data_bytes: int, available: float | None = None) -> torch.device:
     """Where a task's data tensors live when it computes on `device`: there, when they take at most DATA_SHARE
     of its memory (`available`, default `device_bytes`), else in host memory (the CPU), each batch copied
