@@ -89,6 +89,9 @@ def main() -> int:
     p.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
     p.add_argument("--prior", type=float, default=None,
                    help="safeguard.no_signal_prior: the no-signal path's slope (r = prior * mu * N); default: the recommended guards'")
+    p.add_argument("--stage-snr", default=None,
+                   help="safeguard.stage_snr values to compare, comma-separated ('off': the guard off; a huge value forces "
+                   "the no-signal path); default: the recommended guards'")
     p.add_argument("--signal", type=float, default=None, help="SIGNAL_FRACTION to try (noise above this fraction of N: no signal)")
     args = p.parse_args()
     if args.signal is not None:
@@ -96,9 +99,8 @@ def main() -> int:
     torch.set_num_threads(1)
     cfg = config(args.config)
     cfg["privacy"]["target_eps"] = [float(e) for e in args.eps.split(",")]
-    if args.prior is not None:
-        guards = dataclasses.asdict(RECOMMENDED_SAFEGUARD) | {"no_signal_prior": args.prior}
-        cfg["linear_scaling"] = cfg.get("linear_scaling", {}) | {"safeguard": guards}
+    guards = dataclasses.asdict(RECOMMENDED_SAFEGUARD) | ({} if args.prior is None else {"no_signal_prior": args.prior})
+    stage_snrs = [None] if args.stage_snr is None else args.stage_snr.split(",")
     key_file = Path("/tmp/dphpo-public-experiment.key")
     key_file.write_text(PUBLIC_KEY.secret.hex())
     key_file.chmod(0o600)
@@ -114,7 +116,10 @@ def main() -> int:
         trainer = LinearHeadTrainer.from_config(subset(full, n), cfg)
         floor = [accuracies("random_search", trainer, cfg, s, "planner-random") for s in range(args.seeds)]
         print(f"N={n} one random run | {summary(floor)}", flush=True)
-        for setting in args.noise.split(","):
+        for setting, snr in ((setting, snr) for setting in args.noise.split(",") for snr in stage_snrs):
+            if snr is not None:
+                guards["stage_snr"] = None if snr == "off" else float(snr)
+            cfg["linear_scaling"] = cfg.get("linear_scaling", {}) | {"safeguard": guards}
             if setting == "planned_each":  # each target its own search and its own planned noise
                 noise_std = planned_noise(cfg, n)
                 rows = [{} for _ in range(args.seeds)]
@@ -128,7 +133,7 @@ def main() -> int:
                 run_cfg = cfg | {"selection": cfg["selection"] | {"noise_std": noise_std}}
                 rows = [accuracies(METHOD, trainer, run_cfg, s, "planner-rule") for s in range(args.seeds)]
             means = np.mean([[r[e] for e in r] for r in rows], axis=0) - np.mean([[r[e] for e in r] for r in floor], axis=0)
-            print(f"N={n} rule, noise {setting} ({noise_std:.3g} = {noise_std / n:.1%} of N) | {summary(rows)} "
+            print(f"N={n} rule, noise {setting} ({noise_std:.3g} = {noise_std / n:.1%} of N), stage_snr {guards.get('stage_snr')} | {summary(rows)} "
                   f"| vs random: {' '.join(f'{d:+.1f}' for d in means)}", flush=True)
     return 0
 

@@ -145,3 +145,54 @@ def test_the_tables_say_where_no_stage_ran(digits_features):
               "provenance": {"dataset": "digits", "extractor": "raw", "variant": "safeguarded"}}
     (note,) = no_signal_notes([record, record | {"search": {"fit": {}}}])
     assert note.startswith("NOTE: digits × raw [safeguarded] at target ε = 1:") and "public prior" in note
+
+
+def test_below_the_stage_snr_the_first_stages_trials_are_skipped_even_where_the_selection_noise_ranks(digits_features):
+    """safeguard.stage_snr: the first stage's own mu_1*N/sqrt(P) decides too. The same fine selection noise:
+    with the threshold above that value, no stage trial runs and the whole target goes to one run at the
+    prior; with it below, the stages run."""
+    n = digits_features.n_public
+    clear = SelectionRule(noise_std=SIGNAL_FRACTION * n, n_public=n, delta=DELTA)
+    snr = mu_from_eps(0.1 * 8.0, DELTA) * n / math.sqrt(64 * 10)  # stage 1 at a tenth of ε = 8 (the default fractions)
+
+    def run(threshold):
+        lsc = ls.LinearScalingConfig(safeguard=dataclasses.replace(RECOMMENDED_SAFEGUARD, stage_snr=threshold))
+        (res,) = ls.run(LinearHeadTrainer(digits_features, TrainSettings()), lsc, SPACE, clear, [8.0], noise=noise_scope(0))
+        return res
+
+    skipped, ran = run(1.1 * snr), run(0.9 * snr)
+    assert skipped.trials == [] and [e.what for e in skipped.ledger.entries] == ["final run"]
+    assert skipped.ledger.total(DELTA)["eps"] == pytest.approx(8.0, rel=1e-6)
+    why = skipped.search["fit"]["no_signal"]
+    assert f"mu_1*N/sqrt(P) = {snr:.3g}" in why and "stage 1 at eps=0.8" in why
+    assert len(ran.trials) == 6 and "no_signal" not in ran.search["fit"]
+
+
+def test_the_stage_snr_guard_is_checked_and_recorded():
+    from dphpo.errors import ConfigError
+    from dphpo.hpo.linear_scaling_plan import Safeguard
+
+    with pytest.raises(ConfigError, match="stage_snr: must be > 0"):
+        Safeguard(no_signal_prior=1.0, stage_snr=0.0)
+    with pytest.raises(ConfigError, match="stage_snr: needs linear_scaling.safeguard.no_signal_prior"):
+        Safeguard(stage_snr=1.0)
+    on = Safeguard.from_config({"no_signal_prior": 1.8, "stage_snr": 1.5})
+    assert on.stage_snr == 1.5 and on.to_dict()["stage_snr"] == 1.5
+    assert "stage_snr" not in Safeguard.from_config({"no_signal_prior": 1.8}).to_dict()  # older records keep their bytes
+
+
+def test_privacy_plan_says_whether_the_first_stage_can_learn(capsys):
+    from dphpo.cli import main
+    from dphpo.hpo.linear_scaling_plan import first_stage_snr
+
+    args = ["privacy", "plan", "--total-eps", "1", "--delta", "1e-5", "--n", "3", "--eps1", "0.1", "--eps2", "0.2", "--n-public", "60000"]
+    assert main(args + ["--n-parameters", "12800"]) == 0  # MNIST x Lite0: 1280 x 10
+    out = capsys.readouterr().out
+    assert f"mu_1*N/sqrt(P) = {first_stage_snr(0.1, 1e-5, 60000, 12800):.3g}" in out and "runs its stages" in out
+    assert main(args + ["--n-parameters", str(1280 * 1000), "--json"]) == 0  # a 1000-class head: too many weights
+    import json
+
+    signal = json.loads(capsys.readouterr().out)["stage_signal"]
+    assert not signal["stages_run"] and signal["snr"] < signal["threshold"] and "NO SIGNAL" in signal["why"]
+    assert main(args[:-2] + ["--n-parameters", "12800"]) == 2  # P without N: refused, named
+    assert "--n-parameters needs --n-public" in capsys.readouterr().err

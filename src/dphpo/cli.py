@@ -278,6 +278,10 @@ def _privacy_plan(args: argparse.Namespace) -> int:
         fields["selection_plan"] = {"noise_std": selection.noise_std, "signal": selection.signal, "why": selection.why()}
         if not args.json:
             print(selection.why())
+    if args.n_parameters is not None:
+        fields["stage_signal"] = _stage_signal(args, stage_eps[0])
+        if not args.json:
+            print(fields["stage_signal"]["why"])
     return _emit(
         args,
         plan["final_eps"],
@@ -285,6 +289,22 @@ def _privacy_plan(args: argparse.Namespace) -> int:
         f"standalone eps of the final run (total eps={plan['total_eps']:.6g} at delta={args.delta:g}, "
         f"final mu={plan['final_mu']:.6g}):",
     )
+
+
+def _stage_signal(args: argparse.Namespace, eps_1: float) -> dict:
+    """With --n-parameters: the first stage's public signal-to-noise μ₁N/√P against the recommended rule's
+    threshold (`Safeguard.stage_snr`): below it the rule skips its stages."""
+    from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, first_stage_snr
+
+    if args.n_public is None:
+        args.parser.error("--n-parameters needs --n-public (the public size N of mu_1*N/sqrt(P))")
+    snr, threshold = first_stage_snr(eps_1, args.delta, args.n_public, args.n_parameters), RECOMMENDED_SAFEGUARD.stage_snr
+    verdict = ("the recommended rule runs its stages" if snr >= threshold else
+               "NO SIGNAL: stage trials this noisy learn about as much at any r; the recommended rule skips its stages and "
+               "spends the whole budget on one run at the public prior r (linear_scaling.safeguard.stage_snr)")
+    why = (f"stage 1 at eps={eps_1:g}: mu_1*N/sqrt(P) = {snr:.3g} with N = {args.n_public}, P = {args.n_parameters} "
+           f"(threshold {threshold:g}); {verdict}")
+    return {"snr": snr, "threshold": threshold, "stages_run": snr >= threshold, "why": why}
 
 
 def _planned_selection(args: argparse.Namespace, n_stages: int):
@@ -484,6 +504,13 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="public size N of the training set: the selection noise is planned from it (selection.noise_std: auto), "
         "and the plan says whether released scores that noisy can rank trials",
+    )
+    p.add_argument(
+        "--n-parameters",
+        type=positive_int,
+        default=None,
+        help="weights P of the trained head (d x K): with --n-public, the plan says whether stage 1's trials can learn "
+        "enough to be ranked (mu_1*N/sqrt(P), linear_scaling.safeguard.stage_snr)",
     )
 
     for name, handler, text in (

@@ -95,6 +95,12 @@ class Safeguard:
     # At such μN/√P accuracy hardly depends on r, and many small noisy steps lose 1-3 points to ~20
     # (public proxies: `NO_SIGNAL_SNR`). Public quantities only. None: the decomposition's T
     no_signal_snr: float | None = None
+    # the stages run only where the first stage's own public signal-to-noise μ₁N/√P (μ₁ of its budget)
+    # reaches this; below it the target takes the no-signal path as well. A stage trial at μ₁N/√P ≈ 1
+    # learns about as much at any r, so its released scores rank noise, however fine the selection noise
+    # (synthetic_shapes × Lite0 at N = 50,000, ε = 0.1: docs/methods.md §3). Public quantities only.
+    # None: only the selection noise decides (`SelectionRule.predicts_signal`)
+    stage_snr: float | None = None
 
     def __post_init__(self) -> None:
         key = "linear_scaling.safeguard"
@@ -119,6 +125,11 @@ class Safeguard:
             raise ConfigError(f"{key}.no_signal_prior: must be > 0 (r per unit of mu*N), got {self.no_signal_prior}")
         if self.no_signal_snr is not None and not self.no_signal_snr > 0:
             raise ConfigError(f"{key}.no_signal_snr: must be > 0 (a value of mu*N/sqrt(P)), got {self.no_signal_snr}")
+        if self.stage_snr is not None:
+            if not self.stage_snr > 0:
+                raise ConfigError(f"{key}.stage_snr: must be > 0 (a value of mu_1*N/sqrt(P)), got {self.stage_snr}")
+            if self.no_signal_prior is None:
+                raise ConfigError(f"{key}.stage_snr: needs {key}.no_signal_prior (the r of the run that replaces the stages)")
         if self.max_extrapolation is not None and not self.max_extrapolation >= 1:
             raise ConfigError(f"{key}.max_extrapolation: must be >= 1 (a multiple of the largest stage pick), got {self.max_extrapolation}")
 
@@ -133,12 +144,12 @@ class Safeguard:
         return cls(decompose=cfg.get("decompose"), max_extrapolation=number("max_extrapolation"), sampling=cfg.get("sampling"),
                    fit=cfg.get("fit"), informative_margin=number("informative_margin"), tie_margin=number("tie_margin"),
                    later_stage_cap=number("later_stage_cap"), beyond_grid=cfg.get("beyond_grid"),
-                   no_signal_prior=number("no_signal_prior"), no_signal_snr=number("no_signal_snr"))
+                   no_signal_prior=number("no_signal_prior"), no_signal_snr=number("no_signal_snr"), stage_snr=number("stage_snr"))
 
     def to_dict(self) -> dict:
         out = {"decompose": self.decompose, "max_extrapolation": self.max_extrapolation}
         # keys appear only when set: results written before an option existed keep their bytes
-        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid", "no_signal_prior", "no_signal_snr") if getattr(self, k) is not None}
+        return out | {k: getattr(self, k) for k in ("sampling", "fit", "informative_margin", "tie_margin", "later_stage_cap", "beyond_grid", "no_signal_prior", "no_signal_snr", "stage_snr") if getattr(self, k) is not None}
 
 
 #: The no-signal path's public prior r = NO_SIGNAL_PRIOR·μ·N/√P (P: the head's d·K weights): the grid
@@ -155,6 +166,14 @@ NO_SIGNAL_PRIOR = 1.8
 #: (docs/methods.md §3).
 NO_SIGNAL_SNR = 2.5
 
+#: The stages run only where the first stage's public μ₁N/√P reaches this (`Safeguard.stage_snr`). On
+#: synthetic_shapes × Lite0 at N = 50,000, the one proxy whose planned selection noise lets stages run at
+#: small ε (experiments/selection_planner.py --stage-snr; docs/methods.md §3): at μ₁N/√P = 1.0 (ε = 0.1)
+#: and 2.3 (ε = 0.25) one run at the prior beat the stages by 4.5 and 0.7 points (20 seeds: 28.5 ± 0.6 vs
+#: 24.0 ± 3.8 %, 37.9 ± 0.5 vs 37.2 ± 2.1 %); the same threshold as the no-signal run's steps
+#: (NO_SIGNAL_SNR), where a run's accuracy stops depending on r.
+STAGE_SNR = 2.5
+
 #: `linear_scaling.safeguard: true` and the language method `linear_scaling_safeguarded`. Chosen on
 #: public data only: experiments/safeguard_constants.py on synthetic_shapes, and tie_margin 1,
 #: later_stage_cap 1 and beyond_grid on config/language_proxy.yaml (MiniLM on tweets its study never
@@ -162,7 +181,7 @@ NO_SIGNAL_SNR = 2.5
 #: 0.4 points of the mean at ε >= 0.25); docs/methods.md §2a.
 RECOMMENDED_SAFEGUARD = Safeguard(decompose="max_steps", max_extrapolation=4.0, sampling="stratified_log_uniform", fit="origin",
                                   tie_margin=1.0, later_stage_cap=1.0, beyond_grid=True, no_signal_prior=NO_SIGNAL_PRIOR,
-                                  no_signal_snr=NO_SIGNAL_SNR)
+                                  no_signal_snr=NO_SIGNAL_SNR, stage_snr=STAGE_SNR)
 
 
 def safeguarded_section(section: dict | None) -> dict:
@@ -353,14 +372,35 @@ def choose_final_r(lsc: LinearScalingConfig, space: SearchSpace, xs: Sequence[fl
 
 def no_signal(lsc: LinearScalingConfig, selection: SelectionRule, search: Mapping, n_parameters: int | None) -> str | None:
     """Why the search's stages are skipped (`Safeguard.no_signal_prior`): its released scores could not
-    rank trials at this public size. None: the stages run (also for a trainer without a public prior)."""
-    if lsc.safeguard is None or lsc.safeguard.no_signal_prior is None or not n_parameters:
+    rank trials at this public size, or (`Safeguard.stage_snr`) its first stage's trials learn too little
+    to differ. None: the stages run (also for a trainer without a public prior)."""
+    guard = lsc.safeguard
+    if guard is None or guard.no_signal_prior is None or not n_parameters:
         return None
     sel = search_selection(lsc, selection, search)
-    if sel.predicts_signal:
+    whole = "no stage trials; the whole budget to one run at the public prior r"
+    if not sel.predicts_signal:
+        return (f"no signal: selection noise {sel.noise_std:.4g} counts is {sel.noise_std / sel.n_public:.1%} of N = {sel.n_public} "
+                f"(above {SIGNAL_FRACTION:.1%}): {whole}")
+    snr = stage_snr(lsc, search, sel, n_parameters)
+    if snr is not None and snr < guard.stage_snr:
+        eps_1 = lsc.stage_budgets(search["targets"][0])[0]
+        return (f"no signal: stage 1 at eps={eps_1:.4g} has mu_1*N/sqrt(P) = {snr:.3g} (below {guard.stage_snr:g}), "
+                f"its trials would rank noise: {whole}")
+    return None
+
+
+def stage_snr(lsc: LinearScalingConfig, search: Mapping, selection: SelectionRule, n_parameters: int) -> float | None:
+    """The first stage's public signal-to-noise μ₁N/√P (`Safeguard.stage_snr`); None where the guard is
+    off or N or δ is not known. Searches that share a key share their stage budgets (`search_key`)."""
+    if lsc.safeguard is None or lsc.safeguard.stage_snr is None or not selection.n_public or selection.delta is None:
         return None
-    return (f"no signal: selection noise {sel.noise_std:.4g} counts is {sel.noise_std / sel.n_public:.1%} of N = {sel.n_public} "
-            f"(above {SIGNAL_FRACTION:.1%}): no stage trials; the whole budget to one run at the public prior r")
+    return first_stage_snr(lsc.stage_budgets(search["targets"][0])[0], selection.delta, selection.n_public, n_parameters)
+
+
+def first_stage_snr(eps_1: float, delta: float, n_public: int, n_parameters: int) -> float:
+    """μ₁N/√P of a stage trial at (eps_1, δ) on N public-size records and a head of P weights."""
+    return BudgetPlanner(delta).mu_for_eps(eps_1) * n_public / math.sqrt(n_parameters)
 
 
 def prior_r(lsc: LinearScalingConfig, space: SearchSpace, mu: float, n_public: int, n_parameters: int) -> FinalChoice:

@@ -428,8 +428,9 @@ def selection_noise_notes(results: Iterable[dict]) -> list[str]:
 
 def no_signal_notes(results: Iterable[dict]) -> list[str]:
     """A note per study and rule whose releases took the no-signal path (`safeguard.no_signal_prior`):
-    at those targets the selection noise could not rank trials at the study's public size, so no stage
-    ran and the whole budget went to one run at the public prior r (read off the release itself)."""
+    at those targets the selection noise could not rank trials at the study's public size, or the first
+    stage's trials would have learnt too little to differ (`safeguard.stage_snr`), so no stage ran and
+    the whole budget went to one run at the public prior r (read off the release itself)."""
     found: dict[tuple[str, str, str, str], set[float]] = {}
     for r in results:
         fit = (r.get("search") or {}).get("fit") or {}
@@ -439,7 +440,8 @@ def no_signal_notes(results: Iterable[dict]) -> list[str]:
             found.setdefault(key, set()).add(as_float(r["target"]["eps"]))
     return [
         f"NOTE: {d} × {e} [{v}] at target ε = {', '.join(f'{x:g}' for x in sorted(eps))}: too few training records for "
-        "the stages at this ε (the planned selection noise could not rank trials): no stage ran, the whole budget went "
+        "the stages at this ε (the planned selection noise could not rank trials, or stage 1's trials would learn about "
+        "as much at any r: its mu_1*N/sqrt(P) below the guard): no stage ran, the whole budget went "
         f"to one run at the public prior {prior} (docs/methods.md §3)"
         for (d, e, v, prior), eps in sorted(found.items())
     ]
