@@ -50,7 +50,7 @@ def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_fil
     printed = capsys.readouterr().out
     assert f"snakemake --cores all --configfile {out} --replace-workflow-config" in printed
     # 232 training images: the planner says the stages cannot rank r, and what the recommended rule does instead
-    assert "cannot rank stage trials" in printed and "public prior" in printed
+    assert "the stage trials cannot rank r" in printed and "selection noise" in printed and "public prior" in printed
     text = out.read_text()
     assert "COUNTED on your files" in text and "test_split: public" in text
     config = yaml.safe_load(text)
@@ -136,3 +136,21 @@ def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
     config.pop("namespace")  # a config written before namespaces keeps its tables' paths
     assert "namespace" not in add_dataset(config, other, section, embedded)
     assert "# namespace:" not in render(config | {"datasets": {"feats": {"public_n_train": 600, "kind": "features"}}}, "cmd")
+
+
+def test_init_says_where_many_classes_leave_the_first_stage_without_signal(tmp_path, capsys):
+    """10,000 records are enough for the selection noise to rank trials, but a head of 256 x 100 weights
+    leaves stage 1 at eps = 1 (a tenth of it) below `Safeguard.stage_snr`: init names that target, and only it."""
+    from dphpo.hpo.linear_scaling_plan import STAGE_SNR, first_stage_snr
+    from dphpo.init_study import default_delta
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "wide.npz", train_x=rng.normal(size=(10_000, 256)).astype(np.float32), train_y=np.arange(10_000) % 100,
+             test_x=rng.normal(size=(500, 256)).astype(np.float32), test_y=np.arange(500) % 100)
+    assert dphpo(["init", "--features", str(tmp_path / "wide.npz"), "--out", str(tmp_path / "wide.yaml")]) == 0
+    printed = capsys.readouterr().out
+    n = yaml.safe_load((tmp_path / "wide.yaml").read_text())["datasets"]["wide"]["public_n_train"]
+    snr = {eps: first_stage_snr(0.1 * eps, default_delta(n), n, 256 * 100) for eps in (1, 2)}
+    assert snr[1] < STAGE_SNR <= snr[2]
+    assert "at target eps 1 the stage trials cannot rank r" in printed
+    assert f"stage 1 at eps=0.1 has mu_1*N/sqrt(P) = {snr[1]:.3g}" in printed

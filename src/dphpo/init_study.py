@@ -20,7 +20,8 @@ import yaml
 from dphpo import layout
 from dphpo.data.files import FileDataset, table_columns
 from dphpo.errors import ConfigError
-from dphpo.hpo.linear_scaling_plan import LinearScalingConfig
+from dphpo.features.extractors import get_extractor
+from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
 from dphpo.hpo.selection import AUTO, selection_rule
 from dphpo.io import write_text
 from dphpo.studies.checks import load_config_file
@@ -55,6 +56,7 @@ class Inspection:
     n_test: int
     classes: list[str]
     source: str
+    feature_dim: int | None = None  # a features file's width (images and texts: their extractor's)
 
 
 def guess_columns(path: Path, text_field: str | None, label_field: str | None) -> tuple[str, str]:
@@ -82,7 +84,8 @@ def inspect_data(name: str, section: dict) -> Inspection:
     """Load the data as the workflow will (FileDataset: layout, labels, classes, split), raising its errors."""
     ds = FileDataset.from_config(name, section).load()
     classes = list(ds.classes or [str(c) for c in range(ds.num_classes)])
-    return Inspection(name, section["kind"], ds.n_train, ds.n_test, classes, ds.source)
+    width = int(ds.train_inputs.shape[1]) if section["kind"] == "features" else None
+    return Inspection(name, section["kind"], ds.n_train, ds.n_test, classes, ds.source, width)
 
 
 def default_delta(n_train: int) -> float:
@@ -168,20 +171,31 @@ def render(config: dict, command: str) -> str:
     return HEADER.format(command=command, counted=counted) + "\n" + body
 
 
+def head_parameters(config: dict, found: Inspection) -> int:
+    """P = d·K of the dataset's linear head: its extractor's feature width (a features file: its own) times
+    its classes. Public: the extractor and the label set, not a count of private records."""
+    extractor = next(s["extractor"] for s in config["studies"] if s["dataset"] == found.name)
+    # an identity extractor knows its width only from the data: a features file's own
+    width = getattr(get_extractor(extractor, config["extractors"][extractor]), "feature_dim", None) or found.feature_dim
+    return int(width) * len(found.classes)
+
+
 def size_note(config: dict, found: Inspection) -> str | None:
-    """What the selection planner says at the smallest target (public quantities only): where released
-    scores cannot rank trials, the recommended rule spends its whole budget on one run at the public prior."""
-    planned, releases = selection_rule(config, found.n_train), LinearScalingConfig.from_config({"safeguard": True}).selection_releases
+    """Where the recommended rule will skip its stages (public quantities only; `no_signal`, the test the
+    rule itself runs): released scores that cannot rank trials at this N, or first-stage trials that
+    learn too little at this N and head size. There it spends the whole budget on one run at the public prior."""
+    lsc = LinearScalingConfig.from_config(safeguarded_section(config.get("linear_scaling")))
+    selection, n_parameters = selection_rule(config, found.n_train), head_parameters(config, found)
     targets = sorted(float(e) for e in config["privacy"]["target_eps"])
-    below = [e for e in targets if not planned.at(e, releases).predicts_signal]
-    if not below:
+    skipped = {t: why for search in stage_searches(lsc, targets, 1).values()
+               if (why := no_signal(lsc, selection, search, n_parameters)) for t in search["targets"]}
+    if not skipped:
         return None
-    eps = targets[0]
-    rule = planned.at(eps, releases)
-    return (f"note: {found.name} has {found.n_train:,} training records: at target eps {', '.join(f'{e:g}' for e in below)} "
-            f"the selection noise ({rule.noise_std:.3g} counts at eps={eps:g}) cannot rank stage trials, so the recommended "
-            "rule (variants.safeguarded) skips its stages there and spends the whole budget on one run at the public prior "
-            "r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
+    smallest = min(skipped)
+    return (f"note: {found.name} has {found.n_train:,} training records: at target eps {', '.join(f'{e:g}' for e in sorted(skipped))} "
+            f"the stage trials cannot rank r (at eps={smallest:g}, {skipped[smallest].removeprefix('no signal: ')}), so the "
+            "recommended rule (variants.safeguarded) skips its stages there and spends the whole budget on one run at the public "
+            "prior r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
 
 
 def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | None, add: bool = False,
