@@ -299,12 +299,13 @@ def _stage_signal(args: argparse.Namespace, eps_1: float) -> dict:
     if args.n_public is None:
         args.parser.error("--n-parameters needs --n-public (the public size N of mu_1*N/sqrt(P))")
     snr, threshold = first_stage_snr(eps_1, args.delta, args.n_public, args.n_parameters), RECOMMENDED_SAFEGUARD.stage_snr
-    verdict = ("the recommended rule runs its stages" if snr >= threshold else
+    runs = snr >= threshold
+    verdict = ("the recommended rule runs its stages" if runs else
                "NO SIGNAL: stage trials this noisy learn about as much at any r; the recommended rule skips its stages and "
                "spends the whole budget on one run at the public prior r (linear_scaling.safeguard.stage_snr)")
     why = (f"stage 1 at eps={eps_1:g}: mu_1*N/sqrt(P) = {snr:.3g} with N = {args.n_public}, P = {args.n_parameters} "
            f"(threshold {threshold:g}); {verdict}")
-    return {"snr": snr, "threshold": threshold, "stages_run": snr >= threshold, "why": why}
+    return {"snr": snr, "threshold": threshold, "stages_run": runs, "why": why}
 
 
 def _planned_selection(args: argparse.Namespace, n_stages: int):

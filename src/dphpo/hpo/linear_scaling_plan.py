@@ -382,33 +382,32 @@ def no_signal(lsc: LinearScalingConfig, selection: SelectionRule, search: Mappin
     if not sel.predicts_signal:
         return (f"no signal: selection noise {sel.noise_std:.4g} counts is {sel.noise_std / sel.n_public:.1%} of N = {sel.n_public} "
                 f"(above {SIGNAL_FRACTION:.1%}): {whole}")
-    snr = stage_snr(lsc, search, sel, n_parameters)
-    if snr is not None and snr < guard.stage_snr:
-        eps_1 = lsc.stage_budgets(search["targets"][0])[0]
-        return (f"no signal: stage 1 at eps={eps_1:.4g} has mu_1*N/sqrt(P) = {snr:.3g} (below {guard.stage_snr:g}), "
-                f"its trials would rank noise: {whole}")
+    if guard.stage_snr is not None and sel.n_public and sel.delta is not None:  # N and δ known: μ₁N/√P
+        eps_1 = lsc.stage_budgets(search["targets"][0])[0]  # a search's targets share their stage budgets (`search_key`)
+        snr = first_stage_snr(eps_1, sel.delta, sel.n_public, n_parameters)
+        if snr < guard.stage_snr:
+            return (f"no signal: stage 1 at eps={eps_1:.4g} has mu_1*N/sqrt(P) = {snr:.3g} (below {guard.stage_snr:g}), "
+                    f"its trials would rank noise: {whole}")
     return None
 
 
-def stage_snr(lsc: LinearScalingConfig, search: Mapping, selection: SelectionRule, n_parameters: int) -> float | None:
-    """The first stage's public signal-to-noise μ₁N/√P (`Safeguard.stage_snr`); None where the guard is
-    off or N or δ is not known. Searches that share a key share their stage budgets (`search_key`)."""
-    if lsc.safeguard is None or lsc.safeguard.stage_snr is None or not selection.n_public or selection.delta is None:
-        return None
-    return first_stage_snr(lsc.stage_budgets(search["targets"][0])[0], selection.delta, selection.n_public, n_parameters)
+def public_snr(mu: float, n_public: int, n_parameters: int) -> float:
+    """μN/√P: a μ-GDP run's public signal-to-noise on N public-size records and a head of P weights
+    (`prior_r`; the guards `no_signal_snr` and `stage_snr`)."""
+    return mu * n_public / math.sqrt(n_parameters)
 
 
 def first_stage_snr(eps_1: float, delta: float, n_public: int, n_parameters: int) -> float:
-    """μ₁N/√P of a stage trial at (eps_1, δ) on N public-size records and a head of P weights."""
-    return BudgetPlanner(delta).mu_for_eps(eps_1) * n_public / math.sqrt(n_parameters)
+    """μ₁N/√P of a stage trial at (eps_1, δ) (`Safeguard.stage_snr`)."""
+    return public_snr(BudgetPlanner(delta).mu_for_eps(eps_1), n_public, n_parameters)
 
 
 def prior_r(lsc: LinearScalingConfig, space: SearchSpace, mu: float, n_public: int, n_parameters: int) -> FinalChoice:
     """The no-signal final run's r: no_signal_prior·μ·N/√(parameters), clamped to the grid (nothing fitted).
     Why this scale: T steps of DP-GD at σ = √T/μ move a head of P weights by noise of norm ~ r·√P/(μN)
     (r = ηT) against a clipped signal of norm ≤ r, so the r that balances them grows as μN/√P."""
-    r = lsc.safeguard.no_signal_prior * mu * n_public / math.sqrt(n_parameters)
-    if lsc.safeguard.no_signal_snr is not None and mu * n_public / math.sqrt(n_parameters) < lsc.safeguard.no_signal_snr:
+    r = lsc.safeguard.no_signal_prior * mu * n_public / math.sqrt(n_parameters)  # this order: released r keep their bytes
+    if lsc.safeguard.no_signal_snr is not None and public_snr(mu, n_public, n_parameters) < lsc.safeguard.no_signal_snr:
         space = middle_steps(space)
     return FinalChoice(np.zeros(0), r, r, r, space, space.clamp_r(r), False)
 
