@@ -7,8 +7,9 @@ import re
 import pytest
 
 from dphpo.cli import main
-from dphpo.hpo.grid_search import ORACLE, GridConfig
+from dphpo.hpo.nonprivate import ceiling_grid
 from dphpo.hpo.space import SearchSpace
+from dphpo.studies import config as study_config
 from dphpo.studies import cost
 from dphpo.studies.validate import load_config
 
@@ -35,15 +36,17 @@ def test_the_jobs_it_counts_are_the_dags(tmp_path):
     assert {rule: dag.get(rule, 0) for rule in MODELLED} == {rule: counted.get(rule, 0) for rule in MODELLED}
 
 
-def test_flop_are_four_n_d_k_per_trial_step_and_the_grid_oracle_counts_every_grid_point():
+def test_flop_are_four_n_d_k_per_trial_step_and_the_reference_trains_each_eta_of_its_grid_once():
     config = load_config([TINY])
     study = config["studies"][0]
     n, d, k = cost.study_shape(config, study["dataset"], study["extractor"])
     assert (n, d, k) == (1438, 64, 10)  # digits: 1,438 public training images of 8 x 8 pixels, 10 classes
     space = SearchSpace.from_config(config["search_space"])
-    grid_steps = sum(t for _, t in GridConfig.from_config(config, ORACLE).points(space))
+    grid = ceiling_grid(space, study_config.ceiling_eta_factor(config), study_config.CEILING_ETA_DENSITY)
+    assert len(grid) > len(space.grid())  # 4x as dense in η as the search grid
     (reference,) = [r for r in cost.plan_cost(config, gflops=100.0, overhead_s=0.0) if r.rule == "nonprivate_reference"]
-    assert reference.trial_steps == grid_steps * len(config["studies"])
+    # the noiseless trials of one η are one run to the largest T
+    assert reference.trial_steps == len({e for e, _ in grid}) * max(space.steps) * len(config["studies"])
     assert reference.flop == pytest.approx(4 * n * d * k * reference.trial_steps)
     assert reference.seconds == pytest.approx(reference.flop / 100e9)
 

@@ -262,3 +262,32 @@ def test_row_chunks_of_the_fused_pass_do_not_change_results(monkeypatch, chunk_b
     monkeypatch.setattr(dpgd, "CPU_CHUNK_BYTES", chunk_bytes)
     torch.testing.assert_close(batch(*args, x, y), whole, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(batch(*args, x, y, sample_rate=0.5), poisson, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("free_step", [True, False])
+def test_noiseless_trials_with_one_eta_are_one_run_released_at_each_t(monkeypatch, free_step):
+    x, y = make_data(seed=9)
+    # σ = 0 trials at two η and three T, with a noisy trial and a 0-step one among them
+    etas, steps = [0.5, 0.5, 2.0, 0.5, 2.0, 0.5, 0.5], [3, 7, 4, 1, 7, 4, 0]
+    sigmas, seeds = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0], [1, 2, 3, 4, 5, 6, 7]
+    singles = torch.stack([batch([e], [t], [s], [sd], x, y, free_step=free_step, init_std=0.0)[0]
+                           for e, t, s, sd in zip(etas, steps, sigmas, seeds)])
+    rows = []
+    real = dpgd.clipped_sums
+    monkeypatch.setattr(dpgd, "clipped_sums", lambda f, n, o, w, s: rows.append(w.shape[0]) or real(f, n, o, w, s))
+    together = batch(etas, steps, sigmas, seeds, x, y, free_step=free_step, init_std=0.0)
+    torch.testing.assert_close(together, singles, rtol=0, atol=1e-6)
+    # one run per η at its longest T (7 + 7) and the noisy trial (4): 18 trial-steps instead of 26
+    assert sum(rows) == 18
+
+
+def test_noisy_or_subsampled_trials_are_never_shared():
+    from dphpo.train.dpgd import _shared_runs
+
+    trials = TrialBatch([1.0, 1.0, 1.0], [2, 5, 9], [0.5, 0.5, 0.0], [1, 1, 1])
+    assert _shared_runs(trials, None, 0.0)[1] == [0, 1, 2]
+    noiseless = TrialBatch([1.0, 1.0], [2, 5], [0.0, 0.0], [1, 2])
+    assert _shared_runs(noiseless, 0.5, 0.0)[1] == [0, 1]  # Poisson subsets differ per trial
+    assert _shared_runs(noiseless, None, 0.1)[1] == [0, 1]  # random inits from different seeds
+    runs, run_of = _shared_runs(noiseless, None, 0.0)
+    assert run_of == [0, 0] and list(runs.steps) == [5]

@@ -24,6 +24,7 @@ from dphpo.features.networks import build_network
 from dphpo.hpo.grid_search import ACCOUNTED, ORACLE, GridConfig
 from dphpo.hpo.koskela import KoskelaConfig
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, stage_searches
+from dphpo.hpo.nonprivate import ceiling_grid
 from dphpo.hpo.oso import OsoConfig
 from dphpo.hpo.papernot_steinke import PSConfig
 from dphpo.hpo.random_search import RandomSearchConfig
@@ -80,6 +81,16 @@ def _mean_t(space: SearchSpace) -> float:
 
 def _grid_steps(config: dict, space: SearchSpace, method: str) -> float:
     return float(sum(t for _, t in GridConfig.from_config(config, method).points(space)))
+
+
+def _reference_steps(config: dict, space: SearchSpace) -> float:
+    """The non-private reference's trial-steps: its ceiling grid, of which the noiseless trials of one η
+    are one run to their largest T (dphpo.train.dpgd)."""
+    grid = ceiling_grid(space, study_config.ceiling_eta_factor(config), study_config.CEILING_ETA_DENSITY)
+    longest: dict[float, int] = {}
+    for eta, t in grid:
+        longest[eta] = max(longest.get(eta, 0), int(t))
+    return float(sum(longest.values()))
 
 
 def _koskela_runs(kc: KoskelaConfig) -> float:
@@ -179,7 +190,7 @@ def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHE
             add(rule, jobs * seeds, steps * seeds, 4.0 * n * (d or 0) * k * steps * seeds)
     for study in config["studies"]:
         n, d, k = shape(study["dataset"], study["extractor"])
-        steps = _grid_steps(config, SearchSpace.from_config(config["search_space"]), ORACLE)
+        steps = _reference_steps(config, SearchSpace.from_config(config["search_space"]))
         add("nonprivate_reference", 1, steps, 4.0 * n * (d or 0) * k * steps)
     return list(rules.values())
 

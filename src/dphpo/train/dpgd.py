@@ -8,7 +8,10 @@ For softmax cross-entropy on a linear head the per-sample gradient is (p_i − y
 step, no per-sample gradient tensor. Trials share X: their weights form one (H·K)×d matrix, so a
 step of H trials is one (N×d)·(d×HK) GEMM. Trials are sorted by T; the active ones form a prefix,
 so finished trials cost nothing. Each trial draws its noise from its own generator: its result does
-not depend on which other trials share its batch.
+not depend on which other trials share its batch. Noiseless full-batch trials from the zero init
+with the same η follow one trajectory, so they are trained once, as the longest of them, and each
+shorter one is released from its prefix (`_shared_runs`): a σ = 0 grid of η × T costs η × max T
+trial-steps, not η × ΣT.
 
 One step is one pass over X in row chunks (`clipped_sums`): logits, softmax, clipping and the
 clipped sum of a chunk run while its rows are still in cache, so X streams from memory once per
@@ -112,24 +115,61 @@ def train_linear_dpgd(
     weights = torch.zeros(h_total, num_classes, d, dtype=features.dtype)
     if h_total == 0:
         return weights
+    # an audit hook sees every trial's own steps: then nothing is shared
+    runs, run_of = (trials, list(range(h_total))) if on_step is not None else _shared_runs(trials, q, init_std)
+    prefixes = [set() for _ in range(len(runs))]  # per run: the step counts its shorter trials are released at
+    for i, r in enumerate(run_of):
+        if int(trials.steps[i]) < int(runs.steps[r]):
+            prefixes[r].add(int(trials.steps[i]))
     per_group = max(1, MAX_LOGIT_ELEMENTS // max(1, num_classes * d))
-    order = np.argsort(-np.asarray(trials.steps, dtype=np.int64), kind="stable")
-    bar = tqdm(total=int(sum(int(t) for t in trials.steps)), desc=desc, unit="trial-step", disable=not progress)
-    for start in range(0, h_total, per_group):
+    order = np.argsort(-np.asarray(runs.steps, dtype=np.int64), kind="stable")
+    bar = tqdm(total=int(sum(int(t) for t in runs.steps)), desc=desc, unit="trial-step", disable=not progress)
+    run_weights = torch.zeros(len(runs), num_classes, d, dtype=features.dtype)
+    released_prefixes: dict[tuple[int, int], torch.Tensor] = {}
+    for start in range(0, len(runs), per_group):
         idx = order[start : start + per_group]
-        group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (trials.eta, trials.steps, trials.sigma, trials.seeds)))
+        group = TrialBatch(*(np.asarray(v)[idx].tolist() for v in (runs.eta, runs.steps, runs.sigma, runs.seeds)))
         hook = None if on_step is None else (lambda t, w, g, idx=idx: on_step(t, idx[: w.shape[0]], w, g))
-        weights[torch.as_tensor(idx)] = _train_group(
-            features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook, noise_ahead
-        ).cpu()
+        final, early = _train_group(
+            features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook, noise_ahead,
+            [prefixes[r] for r in idx],
+        )
+        run_weights[torch.as_tensor(idx)] = final.cpu()
+        released_prefixes.update({(int(idx[j]), t): w.cpu() for (j, t), w in early.items()})
     bar.close()
+    for i, r in enumerate(run_of):
+        t = int(trials.steps[i])
+        weights[i] = run_weights[r] if t == int(runs.steps[r]) else released_prefixes[(r, t)]
     return weights
+
+
+def _shared_runs(trials: TrialBatch, sample_rate: float | None, init_std: float) -> tuple[TrialBatch, list[int]]:
+    """The runs to train for `trials`, and per trial the index of its run. A noiseless (σ = 0) full-batch
+    trial of T ≥ 1 steps is a deterministic function of η (and of its seed, through a random init only):
+    the trials that share them are one run of their longest T, the others released from its prefix."""
+    runs: list[list] = []  # [η, T, σ, seed] per run
+    shared: dict[tuple, int] = {}
+    run_of = []
+    for e, t, s, seed in zip(trials.eta, trials.steps, trials.sigma, trials.seeds):
+        key = (float(e), int(seed) if init_std > 0 else None) if float(s) == 0.0 and sample_rate is None and int(t) >= 1 else None
+        if key is not None and key in shared:
+            runs[shared[key]][1] = max(runs[shared[key]][1], int(t))
+        else:
+            if key is not None:
+                shared[key] = len(runs)
+            runs.append([float(e), int(t), float(s), int(seed)])
+        run_of.append(shared[key] if key is not None else len(runs) - 1)
+    if len(runs) == len(trials):
+        return trials, run_of
+    return TrialBatch(*(list(v) for v in zip(*runs))), run_of
 
 
 def _train_group(
     features, labels, num_classes, trials, n_public, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None,
-    noise_ahead=True,
+    noise_ahead=True, prefixes=None,
 ):
+    """Train one group; returns its final weights (h, K, d) and {(j, t): trial j's release after t of its
+    steps} for every t in `prefixes[j]` (each below trial j's own T)."""
     device, dtype = features.device, features.dtype
     n, d = features.shape
     h = len(trials)
@@ -145,6 +185,7 @@ def _train_group(
             w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
     v = torch.zeros_like(w)
     total_steps = steps[0] if steps else 0
+    early: dict[tuple[int, int], torch.Tensor] = {}
 
     def draw(t: int):  # the active trials of step t are a prefix, since steps are sorted descending
         return _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device)
@@ -162,11 +203,16 @@ def _train_group(
             v[:active] = momentum * v[:active] + grad
             w[:active] = w[:active] - eta[:active] * v[:active]
             bar.update(active)
-    if free_step:
-        # Post-processing (Panda et al., Fig. 9): the momentum part of the next update, ρ·v, needs no
-        # new gradient, so applying it costs no privacy.
-        w = w - eta * momentum * v
-    return w
+            for j in range(active if prefixes else 0):
+                if t + 1 in prefixes[j]:
+                    early[(j, t + 1)] = _released(w[j : j + 1], v[j : j + 1], eta[j : j + 1], momentum, free_step)[0]
+    return _released(w, v, eta, momentum, free_step), early
+
+
+def _released(w, v, eta, momentum, free_step):
+    """The weights a run releases: with the free step (post-processing, Panda et al., Fig. 9) the momentum
+    part of the next update, ρ·v, applied, which needs no new gradient and so costs no privacy."""
+    return w - eta * momentum * v if free_step else w.clone()
 
 
 def _draw_step(gens, active, n, shape, sigma, clip_norm, sample_rate, device):
