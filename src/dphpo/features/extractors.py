@@ -31,6 +31,7 @@ from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, minilm_packaged_fold
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.features.checkpoint import checkpoint_path, load_checkpoint, network_from_checkpoint
+from dphpo.features.fold import fold_batchnorm
 from dphpo.features.networks import PooledFeatures
 from dphpo.features.tensors import (
     _autocast,
@@ -177,6 +178,7 @@ class TorchImageExtractor(Extractor):
         self.interpolation = "bilinear"
         self.feature_dim: int | None = None
         self._weights_sha256: str | None = None
+        self._inference: tuple[torch.nn.Module, int] | None = None  # (the network extract runs, norms folded)
 
     def build_model(self) -> torch.nn.Module:
         raise NotImplementedError
@@ -204,6 +206,8 @@ class TorchImageExtractor(Extractor):
             for start, batch in zip(progress_bar(starts, desc=self.name, disable=not progress), batches):
                 batch = normalize_images(batch, resolution=self.resolution, mean=mean, std=std,
                                          interpolation=self.interpolation)
+                if start == 0:
+                    model = self._inference_model(model, batch.shape, batch.device)
                 pending.append(model(batch).float())
                 if len(pending) * batch_size >= HOST_COPY_ROWS or start + batch_size >= len(x):
                     rows = torch.cat(pending).cpu().numpy()  # the only wait for the device
@@ -216,8 +220,20 @@ class TorchImageExtractor(Extractor):
         self.feature_dim = int(out.shape[1]) if out.shape[0] else self.feature_dim
         return out
 
+    def _inference_model(self, model: torch.nn.Module, shape: torch.Size, device: torch.device) -> torch.nn.Module:
+        """`model` with its batch norms folded into the convolutions (dphpo.features.fold), checked in fp32 on
+        a probe of random images of the batches' shape (public: never the data), once per extractor."""
+        if self._inference is None:
+            probe = torch.rand((min(2, shape[0]), *shape[1:]), generator=torch.Generator().manual_seed(0))
+            probe = probe.to(device).contiguous(memory_format=torch.channels_last)
+            with torch.autocast(probe.device.type, enabled=False):
+                self._inference = fold_batchnorm(model, probe)
+        return self._inference[0].to(device=device, memory_format=torch.channels_last)
+
     def attrs(self) -> dict[str, Any]:
         a = super().attrs()
+        if self._inference is not None:
+            a["batchnorm"] = f"folded into the convolutions ({self._inference[1]})" if self._inference[1] else "as trained"
         a.update(
             weights_sha256=self.weights_sha256,
             resolution=self.resolution if isinstance(self.resolution, int) else list(self.resolution or []),
