@@ -45,6 +45,25 @@ def test_folded_network_computes_the_same_features_with_no_batch_norm_left():
     assert any(isinstance(m, nn.BatchNorm2d) for m in model.modules())  # the original is left as it was
 
 
+class TF32Seen(nn.Module):
+    """Records cuDNN's TF32 setting at each forward pass (the network's first layer here)."""
+
+    seen: list = []
+
+    def forward(self, x):
+        self.seen.append(torch.backends.cudnn.allow_tf32)
+        return x
+
+
+def test_the_check_runs_without_tf32_and_restores_the_setting(monkeypatch):
+    monkeypatch.setattr(TF32Seen, "seen", [])
+    model = nn.Sequential(TF32Seen(), trained_norms(build_network("small_cnn", num_classes=10))).eval()
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    assert fold_batchnorm(model, torch.rand(2, 3, 28, 28))[1] == 4
+    assert TF32Seen.seen == [False, False]  # the network as trained and the folded copy, both in full fp32
+    assert torch.backends.cudnn.allow_tf32 is True
+
+
 def test_a_pairing_that_is_not_the_execution_order_is_refused():
     model = trained_norms(NormBeforeConv())
     folded, count = fold_batchnorm(model, torch.rand(2, 3, 8, 8))
