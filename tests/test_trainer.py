@@ -282,12 +282,12 @@ def test_noiseless_trials_with_one_eta_are_one_run_released_at_each_t(monkeypatc
 
 
 def test_noisy_or_subsampled_trials_are_never_shared():
-    from dphpo.train.dpgd import _shared_runs
+    from dphpo.train.dpgd import shared_runs
 
     trials = TrialBatch([1.0, 1.0, 1.0], [2, 5, 9], [0.5, 0.5, 0.0], [1, 1, 1])
-    assert _shared_runs(trials, None, 0.0)[1] == [0, 1, 2]
+    assert shared_runs(trials, None, 0.0)[1] == [0, 1, 2]
     noiseless = TrialBatch([1.0, 1.0], [2, 5], [0.0, 0.0], [1, 2])
-    assert _shared_runs(noiseless, 0.5, 0.0)[1] == [0, 1]  # Poisson subsets differ per trial
-    assert _shared_runs(noiseless, None, 0.1)[1] == [0, 1]  # random inits from different seeds
-    runs, run_of = _shared_runs(noiseless, None, 0.0)
+    assert shared_runs(noiseless, 0.5, 0.0)[1] == [0, 1]  # Poisson subsets differ per trial
+    assert shared_runs(noiseless, None, 0.1)[1] == [0, 1]  # random inits from different seeds
+    runs, run_of = shared_runs(noiseless, None, 0.0)
     assert run_of == [0, 0] and list(runs.steps) == [5]

@@ -30,7 +30,7 @@ from dphpo.hpo.papernot_steinke import PSConfig
 from dphpo.hpo.random_search import RandomSearchConfig
 from dphpo.hpo.space import SearchSpace
 from dphpo.studies import config as study_config
-from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
+from dphpo.train.dpgd import TrialBatch, shared_runs, train_linear_dpgd
 
 #: Seconds a job spends before and after training on this kind of machine (imports, the feature
 #: cache, writing): ~15 s per linear scaling job on 2 cores (results/benchmarks of `make study`).
@@ -87,10 +87,8 @@ def _reference_steps(config: dict, space: SearchSpace) -> float:
     """The non-private reference's trial-steps: its ceiling grid, of which the noiseless trials of one η
     are one run to their largest T (dphpo.train.dpgd)."""
     grid = ceiling_grid(space, study_config.ceiling_eta_factor(config), study_config.CEILING_ETA_DENSITY)
-    longest: dict[float, int] = {}
-    for eta, t in grid:
-        longest[eta] = max(longest.get(eta, 0), int(t))
-    return float(sum(longest.values()))
+    runs, _ = shared_runs(TrialBatch([e for e, _ in grid], [t for _, t in grid], [0.0] * len(grid), [0] * len(grid)), None, 0.0)
+    return float(sum(runs.steps))
 
 
 def _koskela_runs(kc: KoskelaConfig) -> float:

@@ -10,7 +10,7 @@ step of H trials is one (N×d)·(d×HK) GEMM. Trials are sorted by T; the active
 so finished trials cost nothing. Each trial draws its noise from its own generator: its result does
 not depend on which other trials share its batch. Noiseless full-batch trials from the zero init
 with the same η follow one trajectory, so they are trained once, as the longest of them, and each
-shorter one is released from its prefix (`_shared_runs`): a σ = 0 grid of η × T costs η × max T
+shorter one is released from its prefix (`shared_runs`): a σ = 0 grid of η × T costs η × max T
 trial-steps, not η × ΣT.
 
 One step is one pass over X in row chunks (`clipped_sums`): logits, softmax, clipping and the
@@ -116,7 +116,7 @@ def train_linear_dpgd(
     if h_total == 0:
         return weights
     # an audit hook sees every trial's own steps: then nothing is shared
-    runs, run_of = (trials, list(range(h_total))) if on_step is not None else _shared_runs(trials, q, init_std)
+    runs, run_of = (trials, list(range(h_total))) if on_step is not None else shared_runs(trials, q, init_std)
     prefixes = [set() for _ in range(len(runs))]  # per run: the step counts its shorter trials are released at
     for i, r in enumerate(run_of):
         if int(trials.steps[i]) < int(runs.steps[r]):
@@ -143,7 +143,7 @@ def train_linear_dpgd(
     return weights
 
 
-def _shared_runs(trials: TrialBatch, sample_rate: float | None, init_std: float) -> tuple[TrialBatch, list[int]]:
+def shared_runs(trials: TrialBatch, sample_rate: float | None, init_std: float) -> tuple[TrialBatch, list[int]]:
     """The runs to train for `trials`, and per trial the index of its run. A noiseless (σ = 0) full-batch
     trial of T ≥ 1 steps is a deterministic function of η (and of its seed, through a random init only):
     the trials that share them are one run of their longest T, the others released from its prefix."""
