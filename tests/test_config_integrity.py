@@ -1,6 +1,7 @@
 """Bad input a new user would try (issue 10): each stops before any job with a message naming the
 key or file, or reruns what changed. Parse-time cases are dry-runs in an empty directory."""
 
+import copy
 import os
 import signal
 import socket
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dphpo import layout
 from dphpo.data import load_dataset
-from dphpo.errors import ConfigError, DatasetError, FeatureCacheError
+from dphpo.errors import ConfigError, DatasetError, DPHPOError, FeatureCacheError
 from dphpo.features import build_feature_cache
 from dphpo.io import write_json
 from dphpo.resume import OWNER, _start_time, release_stale_lock
@@ -198,10 +200,37 @@ def test_variant_config_refuses_overrides_of_shared_keys():
     cfg = tiny_config(variants={"a": {"seeds": [3]}, "b": {"privacy": {"target_eps": [2]}}, "c": []})
     with pytest.raises(ConfigError, match="variants.a: seeds"):
         study_config.variant_config(cfg, "a")
-    with pytest.raises(ConfigError, match="variants.b: privacy.target_eps"):
+    with pytest.raises(ConfigError, match=r"variants.b.privacy.target_eps: \[2\] not in privacy.target_eps"):
         study_config.variant_config(cfg, "b")
     with pytest.raises(ConfigError, match="variants.c must be a mapping"):
         study_config.variant_config(cfg, "c")
+
+
+def test_a_variant_may_run_a_subset_of_the_targets():
+    # Panda et al. Fig. 2: one search at absolute stage budgets, shared by the targets it can pay for
+    shared = {"linear_scaling": {"budget_mode": "absolute"}, "privacy": {"target_eps": [8]}}
+    cfg = tiny_config(variants={"shared": shared, "same": {"privacy": {"target_eps": [1, 8.0]}}})
+    assert study_config.target_eps(cfg) == [1.0, 8.0]
+    assert study_config.target_eps(study_config.variant_config(cfg, "shared")) == [8.0]
+    assert study_config.own_target_variants(cfg) == ["shared"]  # "same" lists the study's own targets
+    shared["linear_scaling"]["safeguard"] = True  # a variant `all` runs: its results at its targets only
+    results = [layout.parse(layout.RESULT, f) for f in study_config.study_results(cfg)]
+    assert sorted({r["eps"] for r in results if r["variant"] == "shared"}) == ["8"]
+    assert sorted({r["eps"] for r in results if r["variant"] == "default"}) == ["1", "8"]
+    with pytest.raises(ConfigError, match=r"variants.d.privacy.target_eps: .* listed twice"):
+        study_config.variant_config(tiny_config(variants={"d": {"privacy": {"target_eps": [8, 8.0]}}}), "d")
+    with pytest.raises(ConfigError, match=r"variants.e.privacy.target_eps: expected a non-empty list"):
+        study_config.variant_config(tiny_config(variants={"e": {"privacy": {"target_eps": []}}}), "e")
+
+
+def test_a_shared_search_a_target_cannot_pay_for_is_refused_naming_the_variant():
+    # stages at ε = 0.1 and 0.2 (absolute) cost more than a target of 0.2: refused before any job
+    cfg = tiny_config(variants={"shared": {"linear_scaling": {"budget_mode": "absolute"}}})
+    cfg["privacy"] = dict(cfg["privacy"], target_eps=[0.2, 1, 8])
+    with pytest.raises(DPHPOError, match=r"variants.shared: .*0.2"):
+        validate_config(copy.deepcopy(cfg), str(SCHEMA))
+    cfg["variants"]["shared"]["privacy"] = {"target_eps": [1, 8]}
+    validate_config(cfg, str(SCHEMA))
 
 
 # --- resuming after kill -9: the lock of a killed run ------------------------------------------

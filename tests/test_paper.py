@@ -356,6 +356,27 @@ def test_table_numbers_are_those_of_the_result_files(paper_run):
 
 
 @pytest.mark.slow
+def test_figure2_reads_one_search_shared_by_its_variants_own_targets(paper_run):
+    workdir, cfg = paper_run
+    variant = cfg["paper"]["figure2"]["variant"]
+    own = cfg["variants"][variant]["privacy"]["target_eps"]
+    runs = workdir / "results" / "runs" / "digits" / "raw" / "linear_scaling" / variant / "seed0"
+    assert sorted(p.name for p in runs.glob("eps*")) == sorted(f"eps{e:g}" for e in own)  # its targets only
+    stages = [json.loads((runs / f"stage{k}.json").read_text()) for k in (1, 2)]
+    assert [len(st["searches"]) for st in stages] == [1, 1]  # one search for all of them
+    ledgers = []
+    for e in own:
+        result = json.loads((runs / f"eps{e:g}" / "result.json").read_text())
+        assert result["total_eps"] <= e * (1 + 1e-9)
+        ledgers.append([x for x in result["privacy"]["entries"] if x["what"].startswith("stage")])
+    assert ledgers[0] and all(ledger == ledgers[0] for ledger in ledgers)  # every total holds the same search
+    _, rows = read_csv(workdir / "results" / "tables" / "figure2.csv")
+    ours = [r for r in rows if number(r["target ε"]) is not None]  # not the ε = ∞ reference row
+    assert [number(r["target ε"]) for r in ours] == own
+    assert {r["search"] for r in ours} == {"shared by all targets (budget_mode absolute)"}
+
+
+@pytest.mark.slow
 def test_every_figure_and_the_report_are_written(paper_run):
     workdir, _ = paper_run
     figures = workdir / "results" / "figures"

@@ -40,6 +40,15 @@ def test_figure2_reads_its_linear_scaling_variant_and_default_mehta():
     assert "/linear_scaling/shared/" in row.sources["ours"].files[0] and "/mehta/default/" in row.sources["mehta"].files[0]
 
 
+def test_figure2_of_a_variant_with_its_own_targets_names_that_list_where_a_target_is_missing():
+    cfg = _config(figure2={"dataset": "imagenet", "extractor": "vit", "variant": "shared", "eps": [0.5, 1, 2]})
+    cfg["variants"] = {"shared": {"linear_scaling": {"budget_mode": "absolute"}, "privacy": {"target_eps": [1, 2]}}}
+    rows = plan.plan(cfg, "figure2", JOBS).rows
+    assert rows[0].sources["ours"].need.startswith("variants.shared.privacy.target_eps: add 0.5")
+    assert rows[0].sources["mehta"].ok  # the baseline runs at every target of the study
+    assert "/linear_scaling/shared/seed0/eps1/" in rows[1].sources["ours"].files[0]
+
+
 def test_missing_sections_say_what_they_need():
     for name in ("table12", "figure2"):
         tp = plan.plan(_config(), name, JOBS)

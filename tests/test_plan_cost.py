@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from dphpo.cli import main
 from dphpo.hpo.nonprivate import ceiling_grid
@@ -18,9 +19,9 @@ from test_workflow import TINY, snakemake
 MODELLED = ("linear_scaling_stage", "linear_scaling_final", "run_method", "nonprivate_reference")
 
 
-def dag_jobs(workdir) -> dict[str, int]:
+def dag_jobs(workdir, configfile=TINY) -> dict[str, int]:
     """Jobs per rule of a dry run of `all` (Snakemake's job stats table)."""
-    proc = snakemake("-n", "--configfile", str(TINY), "--replace-workflow-config", "-d", str(workdir))
+    proc = snakemake("-n", "--configfile", str(configfile), "--replace-workflow-config", "-d", str(workdir))
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
     assert counts, proc.stdout + proc.stderr
     return {rule: int(n) for rule, n in counts.items()}
@@ -34,6 +35,20 @@ def test_the_jobs_it_counts_are_the_dags(tmp_path):
         counted[rule] = counted.get(rule, 0) + r.jobs
     dag = dag_jobs(tmp_path)
     assert {rule: dag.get(rule, 0) for rule in MODELLED} == {rule: counted.get(rule, 0) for rule in MODELLED}
+
+
+def test_a_variant_with_its_own_targets_is_counted_as_a_final_job_per_target(tmp_path):
+    raw = yaml.safe_load(TINY.read_text())
+    raw["variants"] = {"safe_high": {"linear_scaling": {"safeguard": True}, "privacy": {"target_eps": [8]}}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config([path])
+    counted = {r.rule: r.jobs for r in cost.plan_cost(config, gflops=None)}
+    dag = dag_jobs(tmp_path / "work", path)
+    seeds = len(config["seeds"])
+    assert counted["linear_scaling_target"] == dag["linear_scaling_target"] == seeds  # one target, one job per seed
+    assert counted["linear_scaling_final"] == dag["linear_scaling_final"] == seeds  # the main study's, both targets
+    assert counted["linear_scaling_stage"] == dag["linear_scaling_stage"]
 
 
 def test_flop_are_four_n_d_k_per_trial_step_and_the_reference_trains_each_eta_of_its_grid_once():

@@ -66,6 +66,7 @@ JOB_PRETRAIN = "pretrain_public/{name}"
 JOB_FEATURES = "extract_features/{dataset}/{extractor}"
 JOB_STAGE = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/stage{stage}"
 JOB_FINAL = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final"
+JOB_TARGET = "linear_scaling/{dataset}/{extractor}/{variant}/seed{seed}/final_eps{eps}"  # own-target variants
 JOB_REDUCE = "linear_scaling_reduced/{dataset}/{extractor}/{variant}/seed{seed}/eps{eps}"  # Table 14
 JOB_NONPRIVATE = "nonprivate/{dataset}/{extractor}"
 JOB_METHOD = "{method}/{dataset}/{extractor}/{variant}/seed{seed}"  # rule run_method (baselines)

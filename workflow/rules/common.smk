@@ -2,6 +2,7 @@
 import glob
 import math
 import os
+import re
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -44,6 +45,8 @@ try:
     TARGETS = study_config.target_eps(config)
     EPS_LABELS = [layout.eps_label(e) for e in TARGETS]
     SEEDS = [int(s) for s in config["seeds"]]
+    # variants with a target list of their own: final runs one job per target (rule linear_scaling_target)
+    OWN_TARGET_VARIANTS = study_config.own_target_variants(config)
     STUDIES = [(s["dataset"], s["extractor"]) for s in config["studies"]]
     # the folder of the study's own tables and figures (None: results/tables/, results/figures/)
     NAMESPACE = layout.namespace(config)
@@ -129,6 +132,11 @@ def data_params(dataset):
     )
     options = dataset_options(config, dataset)
     return options if checksum is None else options | {"content_sha256": checksum}
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly `names` (none: a pattern that matches nothing)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
 def run_outputs(template, method=None):

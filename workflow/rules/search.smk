@@ -53,6 +53,41 @@ rule linear_scaling_final:
         "../scripts/linear_scaling_final.py"
 
 
+# A variant with its own target list (variants.<v>.privacy.target_eps, e.g. Panda et al. Fig. 2's
+# search shared by the targets it can pay for): the same final run, one job per target, since a
+# rule's outputs cannot depend on its variant.
+ruleorder: linear_scaling_target > linear_scaling_final
+
+
+rule linear_scaling_target:
+    input:
+        features=features_h5,
+        stages=all_stages,
+    output:
+        # lists of one, as the script reads linear_scaling_final's lists
+        results=[layout.partial(layout.RESULT, method="linear_scaling")],
+        models=[layout.partial(layout.MODEL, method="linear_scaling")],
+        internal=[layout.partial(layout.INTERNAL, method="linear_scaling")],
+    log:
+        layout.log(layout.JOB_TARGET),
+    benchmark:
+        layout.benchmark(layout.JOB_TARGET)
+    wildcard_constraints:
+        variant=one_of(OWN_TARGET_VARIANTS),
+    conda:
+        "../../envs/dphpo.yaml"
+    threads: config["threads"]["train"]
+    resources:
+        **rule_resources("linear_scaling_target", mem_mb=8000, runtime=60),
+    params:
+        settings=lambda w: study_config.run_settings_hash(
+            config, w.variant, w.extractor, w.dataset, "linear_scaling"
+        ),
+        targets=lambda w: [float(w.eps)],
+    script:
+        "../scripts/linear_scaling_final.py"
+
+
 rule nonprivate_reference:
     input:
         features=features_h5,

@@ -1,4 +1,5 @@
-"""Fit the linear scaling rule and train the final run for every target budget."""
+"""Fit the linear scaling rule and train the final run for every target budget of the job (params.targets:
+all of the study's, or one of a variant with its own target list)."""
 
 from dphpo.hpo import linear_scaling
 from dphpo.io import read_json
@@ -18,7 +19,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
         study_config.linear_scaling_config(cfg),
         study_config.search_space(cfg),
         study_config.selection_rule(cfg, trainer.n_public),
-        study_config.target_eps(cfg),
+        snakemake.params.targets,
         noise,
         stages=[read_json(p) for p in snakemake.input.stages],
     )

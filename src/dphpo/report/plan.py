@@ -140,9 +140,12 @@ class Paper:
             return f"variants.{variant}: define it (see config/paper.yaml)"
         return None
 
-    def target_need(self, eps: float) -> str | None:
-        if not any(math.isclose(eps, t, rel_tol=1e-12) for t in self.targets):
-            return f"privacy.target_eps: add {eps:g}"
+    def target_need(self, eps: float, variant: str = DEFAULT) -> str | None:
+        """None when the runs of `variant` include target `eps` (its own privacy.target_eps where it has one)."""
+        own = ((self.variants.get(variant) or {}).get("privacy") or {}).get("target_eps")
+        targets, key = (own, f"variants.{variant}.privacy.target_eps") if own else (self.targets, "privacy.target_eps")
+        if not any(math.isclose(eps, float(t), rel_tol=1e-12) for t in targets):
+            return f"{key}: add {eps:g}"
         return None
 
     def variant_for(self, method: str, variant: str = DEFAULT) -> str:
@@ -158,7 +161,7 @@ class Paper:
             self.study_need(dataset, extractor),
             self.method_need(method, dataset, extractor),
             self.variant_need(variant),
-            self.target_need(eps),
+            self.target_need(eps, variant),
         ):
             if need:
                 return Source(need=f"{need} — then {rule} produces {method}/{variant} at eps={eps:g}")

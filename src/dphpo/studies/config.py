@@ -93,14 +93,42 @@ def merged_variant(config: dict, variant: str) -> dict:
     if not isinstance(overrides, dict):
         raise ConfigError(f"variants.{variant} must be a mapping of config overrides, got {type(overrides).__name__}")
     shared = [k for k in VARIANT_SHARED_KEYS if k in overrides]
-    if "target_eps" in (overrides.get("privacy") or {}):
-        shared.append("privacy.target_eps")
     if shared:
         raise ConfigError(
-            f"variants.{variant}: {', '.join(shared)} cannot be overridden in a variant: budgets, seeds, "
-            "studies and the feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants"
+            f"variants.{variant}: {', '.join(shared)} cannot be overridden in a variant: seeds, studies and the "
+            "feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants"
         )
+    if "target_eps" in (overrides.get("privacy") or {}):
+        _check_target_subset(config, variant, overrides["privacy"]["target_eps"])
     return deep_merge({k: v for k, v in config.items() if k != "variants"}, overrides)
+
+
+def _check_target_subset(config: dict, variant: str, targets) -> None:
+    """A variant's own targets (Panda et al. Fig. 2: one search shared by the targets it can pay for) are a
+    subset of privacy.target_eps, the budgets every table and result path is drawn from."""
+    key = f"variants.{variant}.privacy.target_eps"
+    if not isinstance(targets, list) or not targets or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in targets):
+        raise ConfigError(f"{key}: expected a non-empty list of target budgets (numbers), got {targets!r}")
+    _refuse_duplicates(key, targets, layout.eps_label)
+    base = {layout.eps_label(e) for e in config["privacy"]["target_eps"]}
+    outside = [e for e in targets if layout.eps_label(e) not in base]
+    if outside:
+        raise ConfigError(
+            f"{key}: {outside} not in privacy.target_eps; a variant's targets are a subset of the study's "
+            f"({', '.join(sorted(base, key=float))}): add them there"
+        )
+
+
+def own_target_variants(config: dict) -> list[str]:
+    """The variants whose target list differs from privacy.target_eps: their final runs are one job per
+    target (rule linear_scaling_target), since a rule's outputs cannot depend on its variant."""
+    base = [layout.eps_label(e) for e in config["privacy"]["target_eps"]]
+    return [
+        name
+        for name, overrides in (config.get("variants") or {}).items()
+        if "target_eps" in ((overrides or {}).get("privacy") or {})
+        and [layout.eps_label(e) for e in overrides["privacy"]["target_eps"]] != base
+    ]
 
 
 def target_eps(config: dict) -> list[float]:
@@ -355,7 +383,7 @@ def study_results(config: dict) -> list[str]:
     """Every result.json the study target (`all`) writes, as dphpo.layout paths: every search of
     `study_jobs` at every seed × target ε."""
     return [layout.path(layout.RESULT, dataset=d, extractor=e, method=m, variant=v, seed=int(seed), eps=eps)
-            for d, e, m, v in study_jobs(config) for seed in config["seeds"] for eps in target_eps(config)]
+            for d, e, m, v in study_jobs(config) for seed in config["seeds"] for eps in target_eps(variant_config(config, v))]
 
 
 def result_file_count(config: dict) -> tuple[int, int, int]:

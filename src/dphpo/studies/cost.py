@@ -139,13 +139,16 @@ def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
     return None
 
 
-def _search_rules(config: dict, method: str, variant: str, n_targets: int) -> list[tuple[str, int, float]]:
+def _search_rules(config: dict, method: str, variant: str) -> list[tuple[str, int, float]]:
     """(rule, jobs, trial-steps) of one search at one seed."""
     cfg = study_config.variant_config(config, variant)
     space = SearchSpace.from_config(cfg["search_space"])
+    n_targets = len(study_config.target_eps(cfg))
     if method == "linear_scaling":
         lsc = LinearScalingConfig.from_config(cfg.get("linear_scaling", {}))
         stages, final = _linear_scaling_steps(cfg, lsc, space, n_targets)
+        if variant in study_config.own_target_variants(config):  # its final runs: a job per target
+            return [("linear_scaling_stage", lsc.n_stages, stages), ("linear_scaling_target", n_targets, final)]
         return [("linear_scaling_stage", lsc.n_stages, stages), ("linear_scaling_final", 1, final)]
     return [("run_method", 1, TRIAL_STEPS[method](study_config.method_config(cfg, method), space, n_targets))]
 
@@ -167,7 +170,7 @@ def search_trial_steps(cfg: dict, method: str, space: SearchSpace, n_targets: in
 def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHEAD_S,
               feature_dims: dict[tuple[str, str], int] | None = None) -> list[RuleCost]:
     """The study target's cost per rule (jobs, expected trial-steps, FLOP, seconds at `gflops`)."""
-    seeds, n_targets = len(config["seeds"]), len(study_config.target_eps(config))
+    seeds = len(config["seeds"])
     rules: dict[str, RuleCost] = {}
     shapes: dict[tuple[str, str], tuple[int, int | None, int]] = {}
 
@@ -184,7 +187,7 @@ def plan_cost(config: dict, gflops: float | None, overhead_s: float = JOB_OVERHE
             add(f"run_method ({method})", seeds, 0.0, 0.0, NOT_MODELLED[method])
             continue
         n, d, k = shape(dataset, extractor)
-        for rule, jobs, steps in _search_rules(config, method, variant, n_targets):
+        for rule, jobs, steps in _search_rules(config, method, variant):
             add(rule, jobs * seeds, steps * seeds, 4.0 * n * (d or 0) * k * steps * seeds)
     for study in config["studies"]:
         n, d, k = shape(study["dataset"], study["extractor"])
