@@ -380,11 +380,11 @@ def test_figure2_reads_one_search_shared_by_its_variants_own_targets(paper_run):
 def test_every_figure_and_the_report_are_written(paper_run):
     workdir, _ = paper_run
     figures = workdir / "results" / "figures"
-    for png in ["figure3_r_vs_eps.png", "figure6_r_vs_gap.png", "heatmaps/digits/raw.png", "pareto/digits.png"]:
+    for png in ["figure2_accuracy_vs_eps.png", "figure3_r_vs_eps.png", "figure6_r_vs_gap.png", "heatmaps/digits/raw.png", "pareto/digits.png"]:
         data = (figures / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, png
     report = (workdir / "report.html").read_text()
-    for text in ["Panda et al., Table 2", "Panda et al., Table 15", "Panda et al., Figure 3", "Figures 5, 17 and 18", "Provenance"]:
+    for text in ["Panda et al., Table 2", "Panda et al., Table 15", "Panda et al., Figure 2", "Panda et al., Figure 3", "Figures 5, 17 and 18", "Provenance"]:
         assert text in report, text
     prov = (workdir / "results" / "tables" / "provenance.md").read_text()
     assert "rdp" in prov and "gdp_closed_form" in prov

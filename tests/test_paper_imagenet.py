@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from dphpo.report import paper, plan
+from dphpo.report import figures, paper, plan
 from dphpo.report.tables import OVERLAP_COLUMN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,6 +47,11 @@ def test_figure2_of_a_variant_with_its_own_targets_names_that_list_where_a_targe
     assert rows[0].sources["ours"].need.startswith("variants.shared.privacy.target_eps: add 0.5")
     assert rows[0].sources["mehta"].ok  # the baseline runs at every target of the study
     assert "/linear_scaling/shared/seed0/eps1/" in rows[1].sources["ours"].files[0]
+    # its figure reads the targets the variant runs and says what the others need
+    src = figures.sources(cfg, "figure2", method_jobs=JOBS)
+    assert [f.split("/")[-2] for f in src["ours"].files] == ["eps1", "eps2"]
+    assert src["ours"].need.startswith("variants.shared.privacy.target_eps: add 0.5")
+    assert len(src["mehta"].files) == 3 and src["mehta"].ok and src["ref"].files[0].endswith("nonprivate/result.json")
 
 
 def test_missing_sections_say_what_they_need():

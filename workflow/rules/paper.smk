@@ -26,6 +26,10 @@ localrules:
 
 
 PAPER_FIGURE_LABELS = {
+    "figure2_accuracy_vs_eps": {
+        "item": "Figure 2",
+        "reproduces": "accuracy vs ε, one shared search",
+    },
     "figure3_r_vs_eps": {
         "item": "Figure 3",
         "reproduces": "r vs ε, linear scaling vs grid",

@@ -9,6 +9,9 @@ Figures and the Panda et al. figure they reproduce:
 - `figure6`: every grid point's r against its relative accuracy gap to the best point at the same ε (Fig. 6).
 - `pareto` (one per dataset): best accuracy and its r against ε for each extractor — the grid-search
   oracle's frontier and the linear scaling rule (Fig. 19, 20).
+- `figure2`: accuracy against ε of the linear scaling rule (paper.figure2.variant: one search shared by
+  its targets) and of Mehta et al. (2023b) run here, under the non-private reference (Fig. 2; its table:
+  dphpo.report.paper.build_figure2).
 Grid data come from the `grid_oracle` results (every grid point at the full budget; its trial records).
 A panel whose data the config cannot produce says what it needs instead of failing.
 """
@@ -24,16 +27,16 @@ from typing import Any
 import numpy as np
 
 from dphpo.report.paper import Results
-from dphpo.report.plan import DEFAULT, LS, Paper, Source
+from dphpo.report.plan import DEFAULT, LS, Paper, Source, TablePlan, plan_figure2
 from dphpo.report.plotting import eps_axis, pyplot, save_figure
 from dphpo.report.tables import as_float, mean_std
 
 ORACLE = "grid_oracle"
 Jobs = Iterable[Sequence[str]] | None  # the jobs of rule run_method (dphpo.report.plan.Paper)
-FIGURES = ("figure3", "heatmap", "figure6", "pareto")
+FIGURES = ("figure2", "figure3", "heatmap", "figure6", "pareto")
 # The figures of one file each (layout.FIGURE): file name -> figure (heatmaps and Pareto fronts: one
 # file per study or dataset, layout.HEATMAP and layout.PARETO)
-SINGLE_FIGURES = {"figure3_r_vs_eps": "figure3", "figure6_r_vs_gap": "figure6"}
+SINGLE_FIGURES = {"figure2_accuracy_vs_eps": "figure2", "figure3_r_vs_eps": "figure3", "figure6_r_vs_gap": "figure6"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -48,6 +51,13 @@ def _all_targets(p: Paper, method: str, dataset: str, extractor: str, variant: s
             return Source(need=src.need)
         files += src.files
     return Source(files, need)
+
+
+def _rows(plan: TablePlan, key: str) -> Source:
+    """The files of column `key` over a table plan's rows (those it can read) and the first thing a row needs."""
+    cells = [r.sources[key] for r in plan.rows if key in r.sources]
+    needs = [c.need for c in cells if c.need]
+    return Source([f for c in cells if c.ok for f in c.files], needs[0] if needs else None)
 
 
 def figure3_study(p: Paper) -> tuple[str, str]:
@@ -81,6 +91,9 @@ def sources(
     """Named sources of one figure (for a heatmap: of one study; for a Pareto figure: of one dataset);
     `method_jobs` as for `Paper` (the workflow passes them: the figure jobs import no torch)."""
     p = Paper(config, method_jobs)
+    if figure == "figure2":
+        rows = plan_figure2(p)
+        return {key: _rows(rows, key) for key in ("ours", "mehta", "ref")}
     if figure == "figure3":
         d, e = figure3_study(p)
         return {"ours": _all_targets(p, LS, d, e), "oracle": _all_targets(p, ORACLE, d, e)}
@@ -167,6 +180,32 @@ def _missing(ax, *needs: str | None) -> None:
 
 def _wrap(text: str, width: int = 60) -> str:
     return "\n".join(textwrap.wrap(text, width))
+
+
+def draw_figure2(config: dict, path: str | Path, method_jobs: Jobs = None) -> None:
+    p, res, plt = Paper(config, method_jobs), Results(), pyplot()
+    src = sources(config, "figure2", method_jobs=method_jobs)
+    section = p.section.get("figure2") or {}
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ax.set_title(f"{section.get('dataset', '?')} × {section.get('extractor', '?')}: accuracy against ε (Panda et al., Fig. 2)", fontsize=9)
+    ours, mehta = by_target(res.many(src["ours"])), by_target(res.many(src["mehta"]))
+    if not _needs(ax, *(() if ours or mehta else (src["ours"].need, src["mehta"].need))):
+        _missing(ax, src["ours"].need, src["mehta"].need, src["ref"].need)
+        shared = any(((r.get("search") or {}).get("config") or {}).get("budget_mode") == "absolute" for v in ours.values() for r in v)
+        label = "linear scaling, " + ("one search shared by all targets" if shared else "a search per target") + " (search incl.)"
+        for results, name, color in ((ours, label, "C0"), (mehta, "Mehta et al. (2023b), run here", "C2")):
+            if results:
+                ms = [mean_std([r["test_accuracy"] for r in v]) for v in results.values()]
+                ax.errorbar(list(results), [100 * m for m, _ in ms], yerr=[100 * s for _, s in ms], marker="o", capsize=3, color=color, label=name)
+        refs = res.many(src["ref"])
+        if refs:
+            ax.axhline(100 * refs[0]["test_accuracy"], color="gray", ls="--", lw=1, label="non-private reference (ε = ∞, selected on test)")
+        eps_axis(ax, [*ours, *mehta], f"total target ε (δ = {p.delta:g}), search included")
+        ax.set_ylabel("test accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, path)
 
 
 def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> None:
@@ -338,7 +377,9 @@ def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs 
 
 
 def draw(config: dict, figure: str, path: str | Path, method_jobs: Jobs = None, **wildcards: Any) -> None:
-    if figure == "figure3":
+    if figure == "figure2":
+        draw_figure2(config, path, method_jobs)
+    elif figure == "figure3":
         draw_figure3(config, path, method_jobs)
     elif figure == "heatmap":
         draw_heatmap(config, wildcards["dataset"], wildcards["extractor"], path, method_jobs)
