@@ -213,6 +213,7 @@ def test_a_variant_may_run_a_subset_of_the_targets():
     assert study_config.target_eps(cfg) == [1.0, 8.0]
     assert study_config.target_eps(study_config.variant_config(cfg, "shared")) == [8.0]
     assert study_config.own_target_variants(cfg) == ["shared"]  # "same" lists the study's own targets
+    assert study_config.variant_targets(cfg, "shared") == [8] and study_config.variant_targets(cfg, "default") is None
     shared["linear_scaling"]["safeguard"] = True  # a variant `all` runs: its results at its targets only
     results = [layout.parse(layout.RESULT, f) for f in study_config.study_results(cfg)]
     assert sorted({r["eps"] for r in results if r["variant"] == "shared"}) == ["8"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from dphpo.report import figures, paper, plan
+from dphpo.report import figures, paper, plan, specs
 from dphpo.report.tables import OVERLAP_COLUMN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,6 +31,7 @@ def test_table12_has_a_row_per_target_and_an_infinity_row_reading_ours_mehta_and
     assert set(tp.rows[0].sources) == {"ours", "mehta"} and set(tp.rows[-1].sources) == {"ref"}
     assert "/imagenet/vit/mehta/default/seed0/eps0.5/" in tp.rows[0].sources["mehta"].files[0]
     assert tp.rows[2].sources["ours"].need.startswith("privacy.target_eps: add 10")
+    assert "rules linear_scaling_stage/linear_scaling_final produces" in tp.rows[2].sources["ours"].need
 
 
 def test_figure2_reads_its_linear_scaling_variant_and_default_mehta():
@@ -45,6 +46,7 @@ def test_figure2_of_a_variant_with_its_own_targets_names_that_list_where_a_targe
     cfg["variants"] = {"shared": {"linear_scaling": {"budget_mode": "absolute"}, "privacy": {"target_eps": [1, 2]}}}
     rows = plan.plan(cfg, "figure2", JOBS).rows
     assert rows[0].sources["ours"].need.startswith("variants.shared.privacy.target_eps: add 0.5")
+    assert "rules linear_scaling_stage/linear_scaling_target produces" in rows[0].sources["ours"].need  # its per-target job
     assert rows[0].sources["mehta"].ok  # the baseline runs at every target of the study
     assert "/linear_scaling/shared/seed0/eps1/" in rows[1].sources["ours"].files[0]
     # its figure reads the targets the variant runs and says what the others need
@@ -96,6 +98,29 @@ def test_table12_builder_shows_ours_mehta_quoted_columns_and_the_overlap_label()
     assert first["Panda et al. ours / r"] == "83.2 / 1100" and first["ours r = η·T"] == 12.5
     assert first["search"].startswith("one per target") and inf["ours (%)"] == 90.0
     assert first[OVERLAP_COLUMN] == "imagenet × vit" and "QUOTED" in table.caption
+
+
+def _built(name: str, dataset: str):
+    """Table `name` on one study at ε = 1, from hand-written records, labelled as paper.build labels it."""
+    cfg = _config(**{name: {"dataset": dataset, "extractor": "vit", "eps": [1]}})
+    p = paper.Paper(cfg, JOBS)
+    tp = plan.PLANS[name](p)
+    files = {tp.rows[0].sources["ours"].files[0]: _result("linear_scaling", 1.0, 0.85),
+             tp.rows[0].sources["mehta"].files[0]: _result("mehta", 1.0, 0.80),
+             tp.rows[1].sources["ref"].files[0]: {"test_accuracy": 0.9, "private": False}}
+    return paper.apply_design_notes(paper.BUILDERS[name](p, tp, FakeResults(files)), cfg)
+
+
+def test_table12_and_figure2_name_the_study_they_read_and_claim_no_overlap_it_does_not_have():
+    for name, head in (("table12", "Seed 000 Table 12"), ("figure2", "Seed 000 Figure 2, tabulated")):
+        title = specs.title(name)
+        assert "ImageNet accuracy" not in title and "(Panda et al.: ImageNet)" in title  # the paper's setting, not a claim
+        table = _built(name, "cifar10")
+        assert table.caption.startswith(f"{head} on cifar10 × vit (δ = 1e-05)")
+        assert OVERLAP_COLUMN not in table.columns and all(OVERLAP_COLUMN not in r for r in table.rows)
+        assert "public/private overlap" in specs.get(name).caption  # the report caption: marked only where it applies
+        table = _built(name, "imagenet")
+        assert table.caption.startswith(f"{head} on imagenet × vit (") and table.rows[0][OVERLAP_COLUMN] == "imagenet × vit"
 
 
 def test_paper_yaml_names_the_imagenet_rows():

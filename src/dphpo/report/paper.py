@@ -304,7 +304,7 @@ def build_table12(p: Paper, plan: TablePlan, res: Results) -> Table:
             "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", *[f"{n} (%), quoted" for n in TABLE12_QUOTED],
             "selection", "seeds", "Panda et al. ours / r"]
     caption = (
-        f"Seed 000 Table 12 (δ = {p.delta:g}): the linear scaling rule at each target ε (search included in its total) "
+        f"Seed 000 Table 12{_study_of(plan)} (δ = {p.delta:g}): the linear scaling rule at each target ε (search included in its total) "
         "against Mehta et al. (2023b)'s single full-batch DP-Adam step, run here on the same features (method `mehta`, "
         "its hyperparameters fixed a priori, accounted at the same target), and the ε = ∞ non-private reference (best "
         "grid point on TEST: a ceiling). The Mehta et al. 2023a/2023b columns are QUOTED from Panda et al. Table 12, not "
@@ -319,7 +319,7 @@ def build_figure2(p: Paper, plan: TablePlan, res: Results) -> Table:
     cols = ["ε", "dataset", "extractor", "variant", "target ε", "ours (%)", "ours r = η·T", "total ε ours (incl. search)",
             "search", "HPO cost", "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", "selection", "seeds"]
     caption = (
-        f"Seed 000 Figure 2, tabulated (δ = {p.delta:g}): accuracy against target ε of the linear scaling rule (search "
+        f"Seed 000 Figure 2, tabulated{_study_of(plan)} (δ = {p.delta:g}): accuracy against target ε of the linear scaling rule (search "
         "included in every total) and of Mehta et al. (2023b) run here on the same features; the last row is the "
         "non-private reference (ε = ∞). Panda et al. pay for one search (stages at ε = 0.1 and 0.2) and reuse it for "
         "every ε ∈ [0.5, 8]; the column 'search' says, from the records, whether these runs shared one search "
@@ -666,6 +666,12 @@ def _reference_cells(s: Summary | None, refs: Sequence[dict]) -> dict[str, Any]:
     ref_acc = refs[0]["test_accuracy"] if refs else None
     gap = None if (s is None or ref_acc is None) else round(100.0 * (ref_acc - s.mean), 2)
     return {"ε = ∞ (%)": points(ref_acc), "gap (points)": gap}
+
+
+def _study_of(tp: TablePlan) -> str:
+    """' on <dataset> × <extractor>' of a one-study table (Table 12, Fig. 2); empty while the section is missing."""
+    row = next((r.key for r in tp.rows if "dataset" in r.key), None)
+    return f" on {row['dataset']} × {row['extractor']}" if row else ""
 
 
 def _notes(tp: TablePlan) -> list[str]:

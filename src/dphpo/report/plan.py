@@ -142,7 +142,7 @@ class Paper:
 
     def target_need(self, eps: float, variant: str = DEFAULT) -> str | None:
         """None when the runs of `variant` include target `eps` (its own privacy.target_eps where it has one)."""
-        own = ((self.variants.get(variant) or {}).get("privacy") or {}).get("target_eps")
+        own = study_config.variant_targets(self.config, variant)
         targets, key = (own, f"variants.{variant}.privacy.target_eps") if own else (self.targets, "privacy.target_eps")
         if not any(math.isclose(eps, float(t), rel_tol=1e-12) for t in targets):
             return f"{key}: add {eps:g}"
@@ -156,7 +156,10 @@ class Paper:
         """Result files of a method on a study at one target ε, all seeds — or what is missing."""
         eps = self.eps if eps is None else float(eps)
         variant = self.variant_for(method, variant)
-        rule = "rules linear_scaling_stage/linear_scaling_final" if method == LS else f"rule {RUN_RULE}"
+        rule = f"rule {RUN_RULE}"
+        if method == LS:
+            final = "linear_scaling_target" if variant in study_config.own_target_variants(self.config) else "linear_scaling_final"
+            rule = f"rules linear_scaling_stage/{final}"
         for need in (
             self.study_need(dataset, extractor),
             self.method_need(method, dataset, extractor),

@@ -117,6 +117,13 @@ LANGUAGE_CAPTION = (
     "are not private HPO. The Panda et al. number is printed beside rows whose study names the paper's setting (`paper_ref`)."
 )
 
+#: Panda et al.'s ImageNet rows train on their extractor's pretraining data; a study here may or may not.
+OVERLAP_SENTENCE = (
+    "Panda et al.'s extractors were pretrained on ImageNet-21k, which holds ImageNet-1k's images; a study on its "
+    "extractor's pretraining data is marked in column \"public/private overlap\" (absent where none is): its DP "
+    "guarantee covers the private fine-tuning only."
+)
+
 _PAPER = [
     TableSpec(
         "table2",
@@ -212,15 +219,14 @@ _PAPER = [
     TableSpec(
         "table12",
         "paper",
-        title="Table 12: ImageNet at several ε, ours against Mehta et al. (2023b) run here and Mehta et al. (2023a, b) quoted",
+        title="Table 12: one study at several ε (Panda et al.: ImageNet), ours against Mehta et al. (2023b) run here and Mehta et al. (2023a, b) quoted",
         item="Table 12",
         reproduces="ImageNet vs Mehta et al. 2023a/b",
         caption=(
-            "Reproduces **Panda et al., Table 12** (ImageNet-1k): the linear scaling rule at several target ε (search included) "
-            "against Mehta et al. (2023b), run here on the same features, and the ε = ∞ reference. The Mehta et al. 2023a/2023b "
-            "columns are **quoted** from the paper (JFT-pretrained models, hyperparameter search not accounted), not reproduced. "
-            "The extractor was pretrained on ImageNet-21k, which holds ImageNet-1k's images: the DP guarantee covers the private "
-            "fine-tuning only (column \"public/private overlap\")."
+            "Reproduces **Panda et al., Table 12** (theirs on ImageNet-1k; here the study `paper.table12` names): the linear "
+            "scaling rule at several target ε (search included) against Mehta et al. (2023b), run here on the same features, "
+            "and the ε = ∞ reference. The Mehta et al. 2023a/2023b columns are **quoted** from the paper on ImageNet rows only "
+            "(JFT-pretrained models, hyperparameter search not accounted), not reproduced. " + OVERLAP_SENTENCE
         ),
         plan="plan_table12",
         builder="build_table12",
@@ -305,13 +311,13 @@ _PAPER = [
     TableSpec(
         "figure2",
         "paper",
-        title="Figure 2 (as a table): ImageNet accuracy against ε, ours and Mehta et al. (2023b)",
+        title="Figure 2 (as a table): accuracy against ε on one study (Panda et al.: ImageNet), ours and Mehta et al. (2023b)",
         item="Figure 2 (tabulated)",
         reproduces="ImageNet accuracy vs ε, one search",
         caption=(
-            "Reproduces **Panda et al., Figure 2** as a table (ImageNet-1k accuracy against ε, the rule and Mehta et al. 2023b run "
-            "here). Column \"search\" says whether the rule's search was shared by all targets or paid per target. The extractor was "
-            "pretrained on ImageNet-21k: the DP guarantee covers the private fine-tuning only (column \"public/private overlap\")."
+            "Reproduces **Panda et al., Figure 2** as a table (accuracy against ε, the rule and Mehta et al. 2023b run here; "
+            "theirs on ImageNet-1k, here the study `paper.figure2` names). Column \"search\" says whether the rule's search was "
+            "shared by all targets or paid per target. " + OVERLAP_SENTENCE
         ),
         plan="plan_figure2",
         builder="build_figure2",

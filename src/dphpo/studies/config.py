@@ -119,15 +119,20 @@ def _check_target_subset(config: dict, variant: str, targets) -> None:
         )
 
 
+def variant_targets(config: dict, variant: str) -> list | None:
+    """The target list `variant` sets for itself (variants.<variant>.privacy.target_eps), None where it
+    runs the study's privacy.target_eps."""
+    return (((config.get("variants") or {}).get(variant) or {}).get("privacy") or {}).get("target_eps")
+
+
 def own_target_variants(config: dict) -> list[str]:
     """The variants whose target list differs from privacy.target_eps: their final runs are one job per
     target (rule linear_scaling_target), since a rule's outputs cannot depend on its variant."""
     base = [layout.eps_label(e) for e in config["privacy"]["target_eps"]]
     return [
         name
-        for name, overrides in (config.get("variants") or {}).items()
-        if "target_eps" in ((overrides or {}).get("privacy") or {})
-        and [layout.eps_label(e) for e in overrides["privacy"]["target_eps"]] != base
+        for name in config.get("variants") or {}
+        if (own := variant_targets(config, name)) is not None and [layout.eps_label(e) for e in own] != base
     ]
 
 
