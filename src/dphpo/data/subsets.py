@@ -38,11 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.data.image_files import ImageFiles
 from dphpo.errors import DatasetError
 
 #: Names the rule in cache attributes and settings hashes: a cache built by another rule is rebuilt.
 SUBSET_RULE = "hmac-sha256-per-record-v1"
 _SCALE = 2.0**-53
+RECORD_BLOCK = 1024
 
 
 def _encode(value: Any, out: list[bytes]) -> None:
@@ -92,10 +94,14 @@ def record_uniforms(records: Sequence[Any], labels: Sequence[Any] | None, *, see
         raise DatasetError(f"per-record subset: {n} records but {len(labels)} labels")
     base = hmac.new(f"dphpo-subset|{purpose}|{seed}".encode(), digestmod=hashlib.sha256)
     out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        h = base.copy()
-        h.update(record_bytes(records[i], None if labels is None else labels[i]))
-        out[i] = (int.from_bytes(h.digest()[:8], "big") >> 11) * _SCALE
+    # records on disk are decoded a block at a time (in parallel), not one by one
+    block = RECORD_BLOCK if isinstance(records, ImageFiles) else 1
+    for start in range(0, n, block):
+        rows = records[start:start + block] if block > 1 else (records[start],)
+        for i, record in enumerate(rows, start):
+            h = base.copy()
+            h.update(record_bytes(record, None if labels is None else labels[i]))
+            out[i] = (int.from_bytes(h.digest()[:8], "big") >> 11) * _SCALE
     return out
 
 

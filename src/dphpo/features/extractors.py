@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, minilm_packaged_folder, package_version
+from dphpo.data.image_files import ImageFiles, image_batches
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.features.checkpoint import checkpoint_path, load_checkpoint, network_from_checkpoint
@@ -51,8 +52,8 @@ DEFAULT_TEXT_BATCH = 64
 # helpers
 
 
-def _check_image_inputs(name: str, inputs) -> np.ndarray:
-    if not isinstance(inputs, np.ndarray):
+def _check_image_inputs(name: str, inputs) -> np.ndarray | ImageFiles:
+    if not isinstance(inputs, (np.ndarray, ImageFiles)):
         raise ConfigError(f"extractor {name!r} takes images (uint8 arrays) but got {type(inputs).__name__}")
     if inputs.ndim not in (3, 4) or (inputs.ndim == 4 and inputs.shape[-1] != 3):
         raise ConfigError(f"extractor {name!r}: images must be (N, H, W) or (N, H, W, 3), got {inputs.shape}")
@@ -200,7 +201,7 @@ class TorchImageExtractor(Extractor):
         model = self.model.to(device=device, memory_format=torch.channels_last)
         mean, std = (torch.tensor(v, dtype=torch.float32, device=device) for v in (self.mean, self.std))
         starts = range(0, len(x), batch_size)
-        batches = prefetch_to_device((x[start:start + batch_size] for start in starts), device)
+        batches = prefetch_to_device(image_batches(x, batch_size), device)  # on disk: decoded one batch ahead
         out, pending, done = None, [], 0
         with torch.inference_mode(), _autocast(device, self.precision):
             for start, batch in zip(progress_bar(starts, desc=self.name, disable=not progress), batches):
