@@ -51,6 +51,8 @@ def test_imagenet_stays_on_disk_and_decodes_what_is_indexed(tmp_path):
     assert np.array_equal(np.asarray(x), full) and np.asarray(x, dtype=np.float32).dtype == np.float32
     assert np.array_equal(x[3:11], full[3:11]) and np.array_equal(x[4], full[4])
     assert np.array_equal(x[np.array([9, 2, 17])], full[[9, 2, 17]])
+    assert np.array_equal(x[:, 0, 1], full[:, 0, 1]) and np.array_equal(x[2, 1], full[2, 1])  # numpy's tuple indexing
+    assert np.array_equal(x[..., 0], full[..., 0]) and np.array_equal(x[[1, 3], 2:], full[[1, 3], 2:])
     mask = np.arange(21) % 3 == 0
     assert np.array_equal(x[mask], full[mask]) and np.array_equal(np.asarray(x.subset(mask)), full[mask])
     # the dataset checksum is that of the files read (as before), never of a decoded pass

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from dphpo.data import metrics
+from dphpo.data.image_files import ImageFiles
 from dphpo.data.registry import bound_spec, dataset_groups, load_dataset
 from dphpo.data.squad import gold, read_squad
 from dphpo.errors import DatasetError
@@ -89,6 +90,7 @@ def test_camelyon17_id_is_training_centers_and_ood_is_center_2(tmp_path):
     ood = load_dataset("camelyon17_ood", tmp_path, download=False)
     assert ood.n_train == 0 and ood.test_labels.tolist() == [1, 0]
     assert ood.test_inputs[:, 0, 0, 0].tolist() == [4, 5]  # read from the patch paths of center 2
+    assert isinstance(ood.test_inputs, ImageFiles) and ood.test_inputs.shape == (2, 96, 96, 3)  # on disk until read
 
 
 def _fmow(root):

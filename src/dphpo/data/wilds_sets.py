@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from dphpo.data.dataset import make_dataset
-from dphpo.data.local_files import files_digest, locate, read_rgb
+from dphpo.data.image_files import ImageFiles
+from dphpo.data.local_files import files_digest, locate
 from dphpo.errors import DatasetError
 
 WATERBIRDS = "waterbirds_v1.0"
@@ -44,7 +45,10 @@ LICENSES: dict[str, str] = {
     "camelyon17": "CC0 1.0", "camelyon17_ood": "CC0 1.0",
     "fmow": "FMoW Challenge Public License", "fmow_ood": "FMoW Challenge Public License",
 }
-WATERBIRDS_SIZE = (224, 224)
+WATERBIRDS_SIZE = (224, 224)  # resized to it (its images come in many sizes)
+# the published image sizes (a file of another size is resized to it); the images stay on disk (ImageFiles)
+CAMELYON_SIZE = (96, 96)
+FMOW_SIZE = (224, 224)
 WATERBIRDS_GROUPS = ["landbird on land", "landbird on water", "waterbird on land", "waterbird on water"]
 CAMELYON_OOD_CENTER = 2  # WILDS TEST_CENTER (center 1 is its OOD validation hospital)
 CAMELYON_HELD_OUT_CENTERS = (1, 2)
@@ -111,14 +115,13 @@ def load_waterbirds(root: Path, download: bool = False):
     folder, rows = _waterbirds_rows(root, download)
     where = f"datasets.waterbirds ({folder / 'metadata.csv'})"
     parts = {s: [r for r in rows if _int(r, "split", where) == code] for s, code in (("train", 0), ("test", 2))}
-    x = {s: np.stack([read_rgb(folder / r["img_filename"], WATERBIRDS_SIZE, "datasets.waterbirds") for r in rs])
+    x = {s: ImageFiles([folder / r["img_filename"] for r in rs], WATERBIRDS_SIZE, "datasets.waterbirds")
          for s, rs in parts.items()}
     y = {s: np.asarray([_int(r, "y", where) for r in rs], dtype=np.int64) for s, rs in parts.items()}
-    ds = make_dataset("waterbirds", "image", x["train"], y["train"], x["test"], y["test"], num_classes=2,
-                      source=f"WILDS {WATERBIRDS} (train split 0, test split 2, resized to 224x224)",
-                      license=LICENSES["waterbirds"], classes=["landbird", "waterbird"])
-    ds.checksum = files_digest(folder, ["metadata.csv", *(r["img_filename"] for rs in parts.values() for r in rs)])
-    return ds
+    return make_dataset("waterbirds", "image", x["train"], y["train"], x["test"], y["test"], num_classes=2,
+                        source=f"WILDS {WATERBIRDS} (train split 0, test split 2, resized to 224x224)",
+                        license=LICENSES["waterbirds"], classes=["landbird", "waterbird"],
+                        checksum=files_digest(folder, ["metadata.csv", *(r["img_filename"] for rs in parts.values() for r in rs)]))
 
 
 def waterbirds_groups(root: Path) -> tuple[np.ndarray, list[str]]:
@@ -152,13 +155,11 @@ def load_camelyon17(part: str, root: Path, download: bool = False):
     else:
         picks = {"train": [], "test": [r for r, c in zip(rows, center) if c == CAMELYON_OOD_CENTER]}
         how = f"no training split; test: center {CAMELYON_OOD_CENTER} (WILDS test)"
-    x = {s: np.stack([read_rgb(folder / camelyon_patch(r), None, f"datasets.{name}") for r in rs]) if rs
-         else np.zeros((0, 96, 96, 3), np.uint8) for s, rs in picks.items()}
+    x = {s: ImageFiles([folder / camelyon_patch(r) for r in rs], CAMELYON_SIZE, f"datasets.{name}") for s, rs in picks.items()}
     y = {s: np.asarray([_int(r, "tumor", where) for r in rs], dtype=np.int64) for s, rs in picks.items()}
-    ds = make_dataset(name, "image", x["train"], y["train"], x["test"], y["test"], num_classes=2,
-                      source=f"WILDS {CAMELYON} ({how})", license=LICENSES[name], classes=["normal", "tumor"])
-    ds.checksum = files_digest(folder, ["metadata.csv", *(camelyon_patch(r) for rs in picks.values() for r in rs)])
-    return ds
+    return make_dataset(name, "image", x["train"], y["train"], x["test"], y["test"], num_classes=2,
+                        source=f"WILDS {CAMELYON} ({how})", license=LICENSES[name], classes=["normal", "tumor"],
+                        checksum=files_digest(folder, ["metadata.csv", *(camelyon_patch(r) for rs in picks.values() for r in rs)]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -190,16 +191,15 @@ def load_fmow(part: str, root: Path, download: bool = False):
     if unknown:
         raise DatasetError(f"datasets.{name}: rgb_metadata.csv has unknown categories {unknown[:5]}")
     index = {c: i for i, c in enumerate(FMOW_CATEGORIES)}
-    x = {s: np.stack([read_rgb(folder / "images" / f"rgb_img_{i}.png", None, f"datasets.{name}") for i, _ in rs]) if rs
-         else np.zeros((0, 224, 224, 3), np.uint8) for s, rs in picks.items()}
+    x = {s: ImageFiles([folder / "images" / f"rgb_img_{i}.png" for i, _ in rs], FMOW_SIZE, f"datasets.{name}")
+         for s, rs in picks.items()}
     y = {s: np.asarray([index[r["category"]] for _, r in rs], dtype=np.int64) for s, rs in picks.items()}
     how = ("ID: train and test splits before 2013" if part == "id"
            else "OOD test: test split from 2016 (WILDS official time_after_2016); no training split")
-    ds = make_dataset(name, "image", x["train"], y["train"], x["test"], y["test"], num_classes=len(FMOW_CATEGORIES),
-                      source=f"WILDS {FMOW} ({how})", license=LICENSES[name], classes=list(FMOW_CATEGORIES))
     files = ["rgb_metadata.csv", "country_code_mapping.csv", *(f"images/rgb_img_{i}.png" for rs in picks.values() for i, _ in rs)]
-    ds.checksum = files_digest(folder, files)
-    return ds
+    return make_dataset(name, "image", x["train"], y["train"], x["test"], y["test"], num_classes=len(FMOW_CATEGORIES),
+                        source=f"WILDS {FMOW} ({how})", license=LICENSES[name], classes=list(FMOW_CATEGORIES),
+                        checksum=files_digest(folder, files))
 
 
 def fmow_groups(part: str, root: Path) -> tuple[np.ndarray, list[str]]:
