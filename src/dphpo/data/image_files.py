@@ -20,8 +20,9 @@ import numpy as np
 
 from dphpo.data.local_files import read_rgb
 
-#: images decoded at once by one call (a bound on the threads, not on memory: that is the batch)
-DECODE_THREADS = max(1, min(16, os.cpu_count() or 1))
+#: images decoded at once by one call (a bound on the threads, not on memory: that is the batch); the
+#: cores this process may use (a SLURM job's allocation, not the node's count)
+DECODE_THREADS = max(1, min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 class ImageFiles:
