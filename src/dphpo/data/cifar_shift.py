@@ -49,10 +49,8 @@ def load_cifar10_1(root: Path, download: bool = False):
     folder = locate(root, CIFAR101["folder"], CIFAR101["data"], "cifar10_1")
     x = _images(_load(folder / CIFAR101["data"], key), key, folder / CIFAR101["data"])
     y = _load(folder / CIFAR101["labels"], key).astype(np.int64)
-    ds = make_dataset("cifar10_1", "image", _no_train(x), np.zeros(0, np.int64), x, y, num_classes=10,
-                      source="CIFAR-10.1 v6 (test only)")
-    ds.checksum = files_digest(folder, [CIFAR101["data"], CIFAR101["labels"]])
-    return ds
+    return make_dataset("cifar10_1", "image", _no_train(x), np.zeros(0, np.int64), x, y, num_classes=10,
+                        source="CIFAR-10.1 v6 (test only)", checksum=files_digest(folder, [CIFAR101["data"], CIFAR101["labels"]]))
 
 
 def load_cifar_c(base: str, root: Path, download: bool = False, corruption: str = PAPER_CORRUPTION,
@@ -74,8 +72,7 @@ def load_cifar_c(base: str, root: Path, download: bool = False, corruption: str 
         raise DatasetError(f"{key}: {path.name} has {len(x)} images and labels.npy {len(y)} labels; expected 50,000 each")
     idx = np.concatenate([np.arange((s - 1) * PER_SEVERITY, s * PER_SEVERITY) for s in severities])
     x_test = np.ascontiguousarray(x[idx])
-    ds = make_dataset(name, "image", _no_train(x_test), np.zeros(0, np.int64), x_test, y[idx].astype(np.int64),
-                      num_classes=num_classes,
-                      source=f"{folder_name} {corruption}, severities {', '.join(map(str, severities))} (test only)")
-    ds.checksum = files_digest(folder, [path.name, "labels.npy"])
-    return ds
+    return make_dataset(name, "image", _no_train(x_test), np.zeros(0, np.int64), x_test, y[idx].astype(np.int64),
+                        num_classes=num_classes,
+                        source=f"{folder_name} {corruption}, severities {', '.join(map(str, severities))} (test only)",
+                        checksum=files_digest(folder, [path.name, "labels.npy"]))

@@ -309,10 +309,8 @@ def load_image_folder(spec: FileDataset) -> Dataset:
                 f"per-record split (test_fraction={spec.test_fraction:g}); add examples or a test/ folder"
             )
         source += f"; per-record split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
-    ds = make_dataset(spec.name, "image", x["train"], y_train, x["test"], y_test, num_classes=len(classes),
-                      source=source, classes=classes)
-    ds.checksum = files_checksum(*data_files(spec))
-    return ds
+    return make_dataset(spec.name, "image", x["train"], y_train, x["test"], y_test, num_classes=len(classes),
+                        source=source, classes=classes, checksum=files_checksum(*data_files(spec)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -420,10 +418,9 @@ def load_text_table(spec: FileDataset) -> Dataset:
     y_train, y_test, classes = encode_labels(
         [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
     )
-    ds = make_dataset(spec.name, "text", [texts[i] for i in train_idx], y_train, [texts[i] for i in test_idx], y_test,
-                      num_classes=len(classes), source=f"text table {path.name} ({len(rows)} rows; {how})", classes=classes)
-    ds.checksum = files_checksum(path.parent, [path])
-    return ds
+    return make_dataset(spec.name, "text", [texts[i] for i in train_idx], y_train, [texts[i] for i in test_idx], y_test,
+                        num_classes=len(classes), source=f"text table {path.name} ({len(rows)} rows; {how})", classes=classes,
+                        checksum=files_checksum(path.parent, [path]))
 
 
 # ------------------------------------------------------------------------------------------------

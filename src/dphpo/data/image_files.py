@@ -58,11 +58,15 @@ class ImageFiles:
             return read_rgb(self.files[index], self.size, self.key)
         if isinstance(index, slice):
             return self._decode(self.files[index])
-        return self._decode([self.files[i] for i in np.arange(len(self))[np.asarray(index)]])
+        return self._decode(self._picked(index))
 
     def subset(self, index) -> ImageFiles:
         """The records at `index` (an index or boolean array), still on disk."""
-        return ImageFiles([self.files[i] for i in np.arange(len(self))[np.asarray(index)]], self.size, self.key)
+        return ImageFiles(self._picked(index), self.size, self.key)
+
+    def _picked(self, index) -> list[Path]:
+        """The files at an index or boolean array (numpy's rules: negative indices, a mask of len(self))."""
+        return [self.files[i] for i in np.arange(len(self))[np.asarray(index)]]
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         images = self[:]

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.data.image_files import ImageFiles
+from dphpo.data.image_files import ImageFiles, image_batches
 from dphpo.errors import DatasetError
 
 #: Names the rule in cache attributes and settings hashes: a cache built by another rule is rebuilt.
@@ -94,14 +94,13 @@ def record_uniforms(records: Sequence[Any], labels: Sequence[Any] | None, *, see
         raise DatasetError(f"per-record subset: {n} records but {len(labels)} labels")
     base = hmac.new(f"dphpo-subset|{purpose}|{seed}".encode(), digestmod=hashlib.sha256)
     out = np.empty(n, dtype=np.float64)
-    # records on disk are decoded a block at a time (in parallel), not one by one
-    block = RECORD_BLOCK if isinstance(records, ImageFiles) else 1
-    for start in range(0, n, block):
-        rows = records[start:start + block] if block > 1 else (records[start],)
-        for i, record in enumerate(rows, start):
-            h = base.copy()
-            h.update(record_bytes(record, None if labels is None else labels[i]))
-            out[i] = (int.from_bytes(h.digest()[:8], "big") >> 11) * _SCALE
+    # records on disk are decoded a block at a time (in parallel, one block ahead), not one by one
+    rows = (r for block in image_batches(records, RECORD_BLOCK) for r in block) if isinstance(records, ImageFiles) \
+        else (records[i] for i in range(n))
+    for i, record in enumerate(rows):
+        h = base.copy()
+        h.update(record_bytes(record, None if labels is None else labels[i]))
+        out[i] = (int.from_bytes(h.digest()[:8], "big") >> 11) * _SCALE
     return out
 
 
