@@ -11,6 +11,8 @@ mean ± std over seeds, and the worst seed, per target ε.
     .venv/bin/python experiments/selection_planner.py --dataset digits --sizes 500,1000,1438 --seeds 5
     .venv/bin/python experiments/selection_planner.py --dataset synthetic_shapes --noise planned_each \
         --features results/features/synthetic_shapes/efficientnet_lite0.h5 --sizes 500,1000,5000 --eps 0.1,0.25,0.5,1,2,4,8
+    .venv/bin/python experiments/selection_planner.py --dataset wordnet_minilm --noise planned_each \
+        --sizes 500,1000,5000,60000 --eps 0.1,0.25,0.5,1,2,4,8   # after experiments/wordnet_glosses.py
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "experiments"))
 
 from safeguard_constants import PUBLIC_KEY, config, features, summary  # noqa: E402
+from wordnet_glosses import wordnet_features  # noqa: E402
 
 from dphpo.data.text import load_text  # noqa: E402
 from dphpo.features.extractors import MiniLMExtractor  # noqa: E402
@@ -76,8 +79,8 @@ def planned_noise(cfg: dict, n: int) -> float:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", default="digits", help="digits, mnist (raw pixels), tweets_minilm (text features), or the "
-                   "dataset of --features")
+    p.add_argument("--dataset", default="digits", help="digits, mnist (raw pixels), tweets_minilm or wordnet_minilm (text "
+                   "features; the latter from experiments/wordnet_glosses.py), or the dataset of --features")
     p.add_argument("--features", type=Path, default=None,
                    help="a public feature cache instead (e.g. synthetic_shapes x efficientnet_lite0: image features)")
     p.add_argument("--extractor", default="efficientnet_lite0", help="the extractor --features was built with")
@@ -110,7 +113,8 @@ def main() -> int:
         study = cfg | {"studies": [{"dataset": args.dataset, "extractor": args.extractor}]}
         full = load_features({k: v for k, v in study.items() if k != "design_notes"}, args.features, args.dataset, args.extractor)
     else:
-        full = tweet_features() if args.dataset == "tweets_minilm" else features(args.dataset)
+        text_proxies = {"tweets_minilm": tweet_features, "wordnet_minilm": wordnet_features}
+        full = text_proxies.get(args.dataset, lambda: features(args.dataset))()
     print(f"{args.dataset}, {args.seeds} seeds | " + " | ".join(f"eps={e}" for e in args.eps.split(",")))
     for n in (int(s) for s in args.sizes.split(",")):
         trainer = LinearHeadTrainer.from_config(subset(full, n), cfg)
