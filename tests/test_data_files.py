@@ -9,7 +9,10 @@ import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
 
+from dphpo.data import dataset as dataset_mod
+from dphpo.data import files
 from dphpo.data.files import FileDataset, content_checksum
+from dphpo.data.image_files import ImageFiles
 from dphpo.errors import DatasetError
 
 
@@ -83,6 +86,40 @@ def test_mixed_sizes_and_modes_are_resized_to_one_shape(tmp_path):
             Image.new(mode, size).save(root / split / f"c{c}" / "a.png")
     ds = _spec("mixed", kind="image_folder", path=str(root)).load()
     assert ds.train_inputs.shape[1:] == (12, 10, 3) and "resized" in ds.source
+
+
+def _mixed_folder(root, with_test=True):
+    """Random pixels in three sizes and modes (grey 10x12, RGB 10x12, RGB 20x20)."""
+    rng = np.random.default_rng(0)
+    for c, (size, mode) in enumerate([((10, 12), "L"), ((10, 12), "RGB"), ((20, 20), "RGB")]):
+        for split in ("train", "test") if with_test else ("train",):
+            (root / split / f"c{c}").mkdir(parents=True)
+            for i in range(4):
+                pixels = rng.integers(0, 256, (size[1], size[0]) + (() if mode == "L" else (3,)), dtype=np.uint8)
+                Image.fromarray(pixels, mode).save(root / split / f"c{c}" / f"{i}.png")
+    return root
+
+
+@pytest.mark.parametrize("folder", ["grey_with_test", "grey_split", "mixed_with_test", "mixed_split"])
+def test_a_folder_too_large_for_memory_stays_on_disk_and_reads_the_same(image_folder, tmp_path, monkeypatch, folder):
+    if folder.startswith("mixed"):
+        root = _mixed_folder(tmp_path / "mixed", with_test=folder.endswith("with_test"))
+    else:
+        root = image_folder
+        if folder.endswith("split"):
+            shutil.rmtree(root / "test")
+    section = {"kind": "image_folder", "path": str(root), "public_n_train": 60}
+    in_memory = _spec("mine", **section).load()
+    monkeypatch.setattr(files, "STREAM_BYTES", 0)  # any folder is "too large"
+    on_disk = _spec("mine", **section).load()
+    assert isinstance(on_disk.train_inputs, ImageFiles) and isinstance(on_disk.test_inputs, ImageFiles)
+    assert on_disk.train_inputs.shape == in_memory.train_inputs.shape  # grey stays grey, mixed become RGB
+    for part in ("train", "test"):  # the same pixels, labels and per-record split
+        assert np.array_equal(np.asarray(getattr(on_disk, f"{part}_inputs")), getattr(in_memory, f"{part}_inputs"))
+        assert np.array_equal(getattr(on_disk, f"{part}_labels"), getattr(in_memory, f"{part}_labels"))
+    assert (on_disk.checksum, on_disk.source) == (in_memory.checksum, in_memory.source)
+    kept = [dataset_mod.subset(ds, max_train=5, seed=1, public_n_train=60) for ds in (on_disk, in_memory)]
+    assert np.array_equal(np.asarray(kept[0].train_inputs), kept[1].train_inputs)  # per-record subsets too
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl"])

@@ -2,7 +2,8 @@
 
 Three kinds, each checked before any job with the key and the file named:
 - `image_folder`: DIR/train/<class>/* and DIR/test/<class>/* (ImageFolder layout; PNG, JPEG, BMP, …,
-  grey or RGB, any size); without test/, a per-record split of `test_fraction` (below).
+  grey or RGB, any size); without test/, a per-record split of `test_fraction` (below). Past
+  `STREAM_BYTES` decoded, the images stay on disk (`ImageFiles`), read a batch at a time.
 - `text_table`: a CSV, TSV, JSONL or Parquet file; `text_field` (one column, or two for sentence
   pairs), `label_field`, optional `split_field` (train/test), else a per-record split.
 - `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y, read by an
@@ -25,12 +26,14 @@ import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from dphpo.data.image_files import ImageFiles
 from dphpo.data.local_files import files_checksum
 from dphpo.data.registry import (
     SPLIT_SEED,
@@ -237,17 +240,62 @@ def _split(spec: FileDataset, records: Sequence[Any], labels: Sequence[Any]) -> 
 # image_folder
 
 
+#: PIL modes read as grey (one channel); every other mode is read as RGB
+GREY_MODES = ("L", "1", "I", "I;16", "F")
+#: a folder whose images, decoded to their common shape, would take more bytes than this stays on disk
+#: (`ImageFiles`, decoded a batch at a time) instead of becoming one array
+STREAM_BYTES = 2 << 30
+
+
 def _read_image(path: Path, key: str) -> np.ndarray:
+    """One image as read: its own size, grey (H, W) or RGB (H, W, 3)."""
     try:
         with Image.open(path) as im:
             im.load()
-            mode = "RGB" if im.mode not in ("L", "1", "I", "I;16", "F") else "L"
-            arr = np.asarray(im.convert(mode), dtype=np.uint8)
+            arr = np.asarray(im.convert("L" if im.mode in GREY_MODES else "RGB"), dtype=np.uint8)
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise DatasetError(f"{key}: cannot read image {path} ({exc})") from None
     if arr.size == 0:
         raise DatasetError(f"{key}: image {path} is empty")
     return arr
+
+
+def _header(path: Path, key: str) -> tuple[tuple[int, int], bool]:
+    """((H, W), colour) of one image from its header, without decoding its pixels."""
+    try:
+        with Image.open(path) as im:
+            return (im.size[1], im.size[0]), im.mode not in GREY_MODES
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DatasetError(f"{key}: cannot read image {path} ({exc})") from None
+
+
+def _fit(arr: np.ndarray, size: tuple[int, int] | None, rgb: bool) -> np.ndarray:
+    """An image as read, in the folder's common shape: grey replicated to RGB where any image is RGB,
+    resized (bilinear) where sizes differ."""
+    if rgb and arr.ndim == 2:
+        arr = np.repeat(arr[:, :, None], 3, axis=2)
+    if size is not None and arr.shape[:2] != size:
+        arr = np.asarray(Image.fromarray(arr).resize((size[1], size[0]), Image.BILINEAR), dtype=np.uint8)
+    return arr
+
+
+def _folder_image(path: Path, size: tuple[int, int] | None, rgb: bool, key: str) -> np.ndarray:
+    """One image of a streamed folder (`ImageFiles.read`): read, then fitted as `_fit` does."""
+    return _fit(_read_image(path, key), size, rgb)
+
+
+class _ImagesAsRead(Sequence):
+    """The images of a streamed folder at their own size, read one at a time: what its per-record split
+    hashes, as the in-memory path does."""
+
+    def __init__(self, files: list[Path], key: str):
+        self.files, self.key = files, key
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return _read_image(self.files[i], self.key)
 
 
 def _image_files(folder: Path, key: str) -> dict[str, list[Path]]:
@@ -259,13 +307,7 @@ def _image_files(folder: Path, key: str) -> dict[str, list[Path]]:
 
 
 def _stack(images: list[np.ndarray], size: tuple[int, int] | None, rgb: bool) -> np.ndarray:
-    out = []
-    for arr in images:
-        if rgb and arr.ndim == 2:
-            arr = np.repeat(arr[:, :, None], 3, axis=2)
-        if size is not None and arr.shape[:2] != size:
-            arr = np.asarray(Image.fromarray(arr).resize((size[1], size[0]), Image.BILINEAR), dtype=np.uint8)
-        out.append(arr)
+    out = [_fit(arr, size, rgb) for arr in images]
     return np.stack(out) if out else np.zeros((0, *(size or (1, 1)), *((3,) if rgb else ())), np.uint8)
 
 
@@ -279,14 +321,22 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         raise DatasetError(f"{spec.key}: test/ has class folder(s) {', '.join(unknown)} that train/ lacks")
     paths = {"train": [(f, c) for c, fs in train_files.items() for f in fs],
              "test": [(f, c) for c, fs in test_files.items() for f in fs]}
-    images = {s: [_read_image(f, spec.key) for f, _ in paths[s]] for s in paths}
-    every = images["train"] + images["test"]
-    if not every:
+    headers = [_header(f, spec.key) for split in paths.values() for f, _ in split]
+    if not headers:
         raise DatasetError(f"{spec.key}.path: {root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    rgb = any(a.ndim == 3 for a in every)
-    sizes = [a.shape[:2] for a in every]
+    rgb = any(colour for _, colour in headers)
+    sizes = [hw for hw, _ in headers]
     size = spec.image_size or (None if len(set(sizes)) == 1 else max(set(sizes), key=sizes.count))
-    x = {s: _stack(images[s], size, rgb) for s in images}
+    shape = size or sizes[0]
+    stream = len(headers) * shape[0] * shape[1] * (3 if rgb else 1) > STREAM_BYTES
+    if stream:  # on disk: decoded a batch at a time where they are read (features, subsets)
+        read = partial(_folder_image, size=size, rgb=rgb, key=spec.key)
+        x = {s: ImageFiles([f for f, _ in paths[s]], shape, spec.key, grey=not rgb, read=read) for s in paths}
+        as_read = _ImagesAsRead([f for f, _ in paths["train"]], spec.key)
+    else:
+        images = {s: [_read_image(f, spec.key) for f, _ in paths[s]] for s in paths}
+        x = {s: _stack(images[s], size, rgb) for s in images}
+        as_read = images["train"]
     classes = sorted(train_files)  # the class folders of train/, in sorted order
     empty = [c for c in classes if not train_files[c]]
     if empty:
@@ -296,11 +346,12 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         )
     y_train = np.asarray([classes.index(c) for _, c in paths["train"]], dtype=np.int64)
     y_test = np.asarray([classes.index(c) for _, c in paths["test"]], dtype=np.int64)
-    source = f"image folder {root.name}/ ({len(every)} images, {'RGB' if rgb else 'grey'}"
+    source = f"image folder {root.name}/ ({len(headers)} images, {'RGB' if rgb else 'grey'}"
     source += f", resized to {size[0]}x{size[1]})" if size and len(set(sizes)) > 1 else ")"
     if not has_test:  # by each image's pixels as read and its class name, before any resizing
-        train_idx, test_idx = _split(spec, images["train"], [c for _, c in paths["train"]])
-        x["train"], x["test"] = x["train"][train_idx], x["train"][test_idx]
+        train_idx, test_idx = _split(spec, as_read, [c for _, c in paths["train"]])
+        take = (lambda a, i: a.subset(i)) if stream else (lambda a, i: a[i])
+        x["train"], x["test"] = take(x["train"], train_idx), take(x["train"], test_idx)
         y_train, y_test = y_train[train_idx], y_train[test_idx]
         lacking = sorted(set(range(len(classes))) - set(y_train.tolist()))
         if lacking:

@@ -5,15 +5,16 @@ dtype, but holds only the file list. A slice or an index array decodes just thos
 PIL releases the GIL while it decodes and resizes); `subset` selects records without decoding;
 `batches` decodes the next batch while the caller works on this one. Feature extraction thus streams
 ImageNet (1.28 M images: 63 GB at 128 x 128 as one array) and the WILDS sets (Camelyon17's 455 k
-patches, 12.6 GB) in memory for a few batches. Whoever needs every pixel at once (`np.asarray`) still
-gets the whole array.
+patches, 12.6 GB) and a user's large image folder in memory for a few batches. Whoever needs every
+pixel at once (`np.asarray`) still gets the whole array.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,21 +27,28 @@ DECODE_THREADS = max(1, min(16, len(os.sched_getaffinity(0)) if hasattr(os, "sch
 
 
 class ImageFiles:
-    """uint8 RGB images of one size, decoded from `files` when indexed (module docstring)."""
+    """uint8 images of one size, RGB (N, H, W, 3) or grey (N, H, W), decoded from `files` when indexed
+    (module docstring)."""
 
-    ndim = 4
     dtype = np.dtype(np.uint8)
 
-    def __init__(self, files: Sequence[Path], size: tuple[int, int], key: str):
-        """`size` = (H, W): every image is resized to it (bilinear, `read_rgb`); `key`: the config key
-        an unreadable file's error names."""
+    def __init__(self, files: Sequence[Path], size: tuple[int, int], key: str, *, grey: bool = False,
+                 read: Callable[[Path], np.ndarray] | None = None):
+        """`size` = (H, W); `key`: the config key an unreadable file's error names; `read`: one file to
+        its (H, W[, 3]) array (default: RGB resized to `size`, bilinear, `read_rgb`)."""
         self.files = [Path(f) for f in files]
         self.size = (int(size[0]), int(size[1]))
         self.key = key
+        self.grey = bool(grey)
+        self.read = read or partial(read_rgb, size=self.size, key=key)
 
     @property
-    def shape(self) -> tuple[int, int, int, int]:
-        return (len(self.files), *self.size, 3)
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.files), *self.size) + (() if self.grey else (3,))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -55,14 +63,14 @@ class ImageFiles:
             images = self[first]
             return images[rest] if isinstance(first, (int, np.integer)) else images[(slice(None), *rest)]
         if isinstance(index, (int, np.integer)):
-            return read_rgb(self.files[index], self.size, self.key)
+            return self.read(self.files[index])
         if isinstance(index, slice):
             return self._decode(self.files[index])
         return self._decode(self._picked(index))
 
     def subset(self, index) -> ImageFiles:
         """The records at `index` (an index or boolean array), still on disk."""
-        return ImageFiles(self._picked(index), self.size, self.key)
+        return ImageFiles(self._picked(index), self.size, self.key, grey=self.grey, read=self.read)
 
     def _picked(self, index) -> list[Path]:
         """The files at an index or boolean array (numpy's rules: negative indices, a mask of len(self))."""
@@ -84,10 +92,10 @@ class ImageFiles:
                 yield batch
 
     def _decode(self, files: list[Path]) -> np.ndarray:
-        out = np.empty((len(files), *self.size, 3), dtype=np.uint8)
+        out = np.empty((len(files), *self.shape[1:]), dtype=np.uint8)
 
         def one(i: int) -> None:
-            out[i] = read_rgb(files[i], self.size, self.key)
+            out[i] = self.read(files[i])
 
         if len(files) <= 1 or DECODE_THREADS == 1:
             for i in range(len(files)):
@@ -98,7 +106,7 @@ class ImageFiles:
         return out
 
     def __repr__(self) -> str:
-        return f"ImageFiles({len(self)} files, {self.size[0]}x{self.size[1]}, {self.key})"
+        return f"ImageFiles({len(self)} files, {self.size[0]}x{self.size[1]}{' grey' if self.grey else ''}, {self.key})"
 
 
 def image_batches(images, batch_size: int) -> Iterator[np.ndarray]:
