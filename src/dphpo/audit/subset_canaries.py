@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.data.dataset import take_records
 from dphpo.data.registry import SPLIT_SEED, TEST_FRACTION, Dataset, split_population, subset
 from dphpo.data.subsets import SUBSET_RULE, class_names, record_bytes
 from dphpo.errors import DPHPOError
@@ -93,7 +94,7 @@ def check_subset_canaries(
             base.train_inputs, base.train_labels, sub.train_inputs, sub.train_labels, ds.classes)
         tr, te = split_population(x, y, ds.classes, test_fraction, split_seed)
         report["split"]["difference"][position] = sum(
-            record_difference(_take(ds.train_inputs, a), ds.train_labels[a], _take(x, b), y[b], ds.classes)
+            record_difference(take_records(ds.train_inputs, a), ds.train_labels[a], take_records(x, b), y[b], ds.classes)
             for a, b in ((base_tr, tr), (base_te, te)))
     report["max_difference"] = max(max(report[k]["difference"].values()) for k in ("subset", "split"))
     report["pass"] = report["max_difference"] <= MAX_DIFFERENCE
@@ -114,6 +115,3 @@ def summary(report: dict) -> str:
     return (f"add/remove subset canaries (z at front/middle/end; {report['rule']}): records changed {parts}; "
             f"max {report['max_difference']} <= {MAX_DIFFERENCE}: {verdict}")
 
-
-def _take(inputs, idx: np.ndarray):
-    return inputs[idx] if isinstance(inputs, np.ndarray) else [inputs[i] for i in idx]

@@ -159,7 +159,8 @@ def make_dataset(
     )
 
 
-def _take(inputs, idx: np.ndarray):
+def take_records(inputs, idx: np.ndarray):
+    """The records at index array `idx` of an image array, `ImageFiles` (still on disk) or a list."""
     if isinstance(inputs, ImageFiles):
         return inputs.subset(idx)
     if isinstance(inputs, np.ndarray):
@@ -206,7 +207,7 @@ def subset(
         fraction = subset_fraction(limit, size, f"datasets.{ds.name}.max_{split}")
         if fraction < 1.0:
             keep = np.flatnonzero(keep_records(x, class_names(y, ds.classes), fraction, seed=seed, purpose=split))
-            x, y = _take(x, keep), y[keep]
+            x, y = take_records(x, keep), y[keep]
             notes.append(f"train about {int(limit)} of public size {int(size)}" if split == "train"
                          else f"test about {int(limit)} of the test split")
         out[f"{split}_inputs"], out[f"{split}_labels"] = x, y

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from dphpo.data.dataset import take_records
 from dphpo.data.image_files import ImageFiles
 from dphpo.data.local_files import files_checksum
 from dphpo.data.registry import (
@@ -350,8 +351,7 @@ def load_image_folder(spec: FileDataset) -> Dataset:
     source += f", resized to {size[0]}x{size[1]})" if size and len(set(sizes)) > 1 else ")"
     if not has_test:  # by each image's pixels as read and its class name, before any resizing
         train_idx, test_idx = _split(spec, as_read, [c for _, c in paths["train"]])
-        take = (lambda a, i: a.subset(i)) if stream else (lambda a, i: a[i])
-        x["train"], x["test"] = take(x["train"], train_idx), take(x["train"], test_idx)
+        x["train"], x["test"] = take_records(x["train"], train_idx), take_records(x["train"], test_idx)
         y_train, y_test = y_train[train_idx], y_train[test_idx]
         lacking = sorted(set(range(len(classes))) - set(y_train.tolist()))
         if lacking:
