@@ -33,9 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "experiments"))
 
-from safeguard_constants import config, features  # noqa: E402
-from selection_planner import subset, tweet_features  # noqa: E402
-from wordnet_glosses import wordnet_features  # noqa: E402
+from safeguard_constants import config  # noqa: E402
+from selection_planner import proxy_features, subset  # noqa: E402
 
 from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD, LinearScalingConfig, prior_r  # noqa: E402
 from dphpo.hpo.space import SearchSpace  # noqa: E402
@@ -43,19 +42,41 @@ from dphpo.train.dpgd import TrialBatch, train_linear_dpgd  # noqa: E402
 from dphpo.train.linear_head import LinearHeadTrainer  # noqa: E402
 
 
+def james_stein(values: np.ndarray, sigma: float) -> np.ndarray:
+    """`values` (noise std σ each) shrunk towards their mean by the positive-part James–Stein factor
+    max(0, 1 − (K − 3)σ²/Σ(v − v̄)²): post-processing of released values."""
+    centred = values - values.mean()
+    return values.mean() + max(0.0, 1 - (len(values) - 3) * sigma**2 / float(centred @ centred)) * centred
+
+
 def log_prior(noisy: np.ndarray, sigma_h: float, how: str) -> np.ndarray:
-    """log π̂ from noisy class counts: `raw` clips at one count; `js` first shrinks the counts towards
-    their mean by the positive-part James–Stein factor max(0, 1 − (K − 3)σ²/Σ(c − c̄)²)."""
-    if how == "js":
-        centred = noisy - noisy.mean()
-        noisy = noisy.mean() + max(0.0, 1 - (len(noisy) - 3) * sigma_h**2 / float(centred @ centred)) * centred
-    p = np.clip(noisy, 1.0, None)
+    """log π̂ from noisy class counts: `raw` clips at one count; `js` shrinks them first (`james_stein`)."""
+    p = np.clip(james_stein(noisy, sigma_h) if how == "js" else noisy, 1.0, None)
     return np.log(p / p.sum())
 
 
 def momentum_factor(steps: int, momentum: float) -> float:
     """The mean over steps of Σ_j ρ^j up to the end: how much heavy-ball momentum amplifies a step's noise."""
     return sum((1 - momentum ** (steps - t)) / (1 - momentum) for t in range(steps)) / steps
+
+
+def no_signal_runs(trainer: LinearHeadTrainer, lsc, space, x_train: torch.Tensor, mu: float, n_parameters: int, seeds: list[int]):
+    """One seed's no-signal run per seed (the rule's: `prior_r` at μ, on `x_train`): the weights (H, K, d),
+    the (η, T) decomposition, and s, the public predicted noise std of one weight (= of a unit-norm
+    input's logit): η · momentum factor · √T · σ / N."""
+    f, settings = trainer.features, trainer.settings
+    choice = prior_r(lsc, space, mu, f.n_public, n_parameters)
+    dec = choice.space.decompose(choice.r)
+    sigma = trainer.accountant.sigma_for_mu(mu, dec.steps)
+    h = len(seeds)
+    w = train_linear_dpgd(x_train, f.y_train, f.num_classes, TrialBatch([dec.eta] * h, [dec.steps] * h, [sigma] * h, seeds),
+                          n_public=f.n_public, clip_norm=settings.clip_norm, momentum=settings.momentum)
+    s = dec.eta * momentum_factor(dec.steps, settings.momentum) * math.sqrt(dec.steps) * sigma / f.n_public
+    return w, dec, s
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    return 100 * float((logits.argmax(1) == labels).float().mean())
 
 
 def main() -> int:
@@ -70,18 +91,19 @@ def main() -> int:
     p.add_argument("--bias-columns", default="0.3,1", help="constants a of the trained bias column (the free variant)")
     args = p.parse_args()
     torch.set_num_threads(2)
-    text = {"wordnet_minilm": wordnet_features, "tweets_minilm": tweet_features}
-    full = text.get(args.dataset, lambda: features(args.dataset))()
+    full = proxy_features(args.dataset)
     cfg = config(REPO / "config" / "config.yaml")
     lsc = LinearScalingConfig.from_config(cfg.get("linear_scaling", {}) | {"safeguard": dataclasses.asdict(RECOMMENDED_SAFEGUARD)})
     space = lsc.space(SearchSpace.from_config(cfg["search_space"]))
     seeds = list(range(1000, 1000 + args.seeds))
     shares = [float(s) for s in args.shares.split(",")]
-    settings = [(0.0, 0.0, "none")] + [(s, float(t), e) for s in shares for t in args.weights.split(",") for e in args.estimators.split(",")]
+    taus = [float(t) for t in args.weights.split(",")]
+    estimators = args.estimators.split(",")
+    columns = [float(a) for a in args.bias_columns.split(",")]
+    settings = [(0.0, 0.0, "none")] + [(s, t, e) for s in shares for t in taus for e in estimators]
     print(f"{args.dataset}, {args.seeds} seeds; settings (share of mu^2 / tau / estimator): "
           + " | ".join(f"{s:g}/{t:g}/{e}" for s, t, e in settings)
-          + " | " + " | ".join(f"bias a={a}/{t}/{e}" for a in args.bias_columns.split(",") for t in args.weights.split(",")
-                               for e in args.estimators.split(",")))
+          + " | " + " | ".join(f"bias a={a:g}/{t:g}/{e}" for a in columns for t in taus for e in estimators))
     for n in (int(s) for s in args.sizes.split(",")):
         f = subset(full, n)
         trainer = LinearHeadTrainer.from_config(f, cfg)
@@ -91,28 +113,13 @@ def main() -> int:
         majority = 100 * float((f.y_test == int(counts.argmax())).float().mean())
         for eps in (float(e) for e in args.eps.split(",")):
             mu = acc.full_budget_mu(eps)
-            runs = {}
+            by_share = {}  # share -> (test logits in units of s, decomposition)
             for share in sorted({s for s, _, _ in settings}):
-                mu_w = mu * math.sqrt(1 - share)
-                choice = prior_r(lsc, space, mu_w, f.n_public, p_)
-                dec = choice.space.decompose(choice.r)
-                sigma = acc.sigma_for_mu(mu_w, dec.steps)
-                w = train_linear_dpgd(f.x_train, f.y_train, k, TrialBatch([dec.eta] * len(seeds), [dec.steps] * len(seeds),
-                                      [sigma] * len(seeds), seeds), n_public=f.n_public, clip_norm=1.0, momentum=0.9)
-                s_logit = dec.eta * momentum_factor(dec.steps, 0.9) * math.sqrt(dec.steps) * sigma / f.n_public
-                runs[share] = (torch.einsum("nd,hkd->hnk", f.x_test, w) / s_logit, dec)
-            for a in (float(x) for x in args.bias_columns.split(",")):
-                choice = prior_r(lsc, space, mu, f.n_public, p_ + k)
-                dec_b = choice.space.decompose(choice.r)
-                sigma = acc.sigma_for_mu(mu, dec_b.steps)
-                col = lambda x, a=a: torch.cat([x, torch.full((x.shape[0], 1), a)], 1)  # noqa: E731
-                w = train_linear_dpgd(col(f.x_train), f.y_train, k, TrialBatch([dec_b.eta] * len(seeds), [dec_b.steps] * len(seeds),
-                                      [sigma] * len(seeds), seeds), n_public=f.n_public, clip_norm=1.0, momentum=0.9)
-                s_coord = dec_b.eta * momentum_factor(dec_b.steps, 0.9) * math.sqrt(dec_b.steps) * sigma / f.n_public
-                runs[f"bias{a:g}"] = (torch.einsum("nd,hkd->hnk", f.x_test, w[:, :, :-1]) / s_coord, w[:, :, -1] / s_coord, a)
+                w, dec, s = no_signal_runs(trainer, lsc, space, f.x_train, mu * math.sqrt(1 - share), p_, seeds)
+                by_share[share] = (torch.einsum("nd,hkd->hnk", f.x_test, w) / s, dec)
             cells = []
             for share, tau, how in settings:
-                logits, _ = runs[share]
+                logits = by_share[share][0]
                 rng = np.random.default_rng(7)  # the same histogram noise for every (τ, estimator)
                 accs = []
                 for h in range(len(seeds)):
@@ -120,22 +127,20 @@ def main() -> int:
                     if share > 0:
                         sigma_h = sensitivity / (mu * math.sqrt(share))
                         bias = torch.tensor(tau * log_prior(counts + rng.normal(0, sigma_h, k), sigma_h, how), dtype=logits.dtype)
-                    accs.append(100 * float(((logits[h] + bias).argmax(1) == f.y_test).float().mean()))
+                    accs.append(accuracy(logits[h] + bias, f.y_test))
                 cells.append(f"{np.mean(accs):.1f}±{np.std(accs):.1f}")
-            for key in (r for r in runs if isinstance(r, str)):
-                logits, b, a = runs[key]
-                for tau in (float(t) for t in args.weights.split(",")):
-                    for how in args.estimators.split(","):
-                        accs = []
-                        for h in range(len(seeds)):
-                            bh = b[h].numpy().astype(float)  # in units of its noise std (1)
-                            if how == "js":
-                                c = bh - bh.mean()
-                                bh = bh.mean() + max(0.0, 1 - (k - 3) / float(c @ c)) * c
-                            z = logits[h] + tau * a * torch.tensor(bh, dtype=logits.dtype)
-                            accs.append(100 * float((z.argmax(1) == f.y_test).float().mean()))
+            for a in columns:  # the whole μ, a bias column of constant a: P grows by K
+                x_train = torch.cat([f.x_train, torch.full((f.x_train.shape[0], 1), a)], 1)
+                w, _, s = no_signal_runs(trainer, lsc, space, x_train, mu, p_ + k, seeds)
+                logits, bias = torch.einsum("nd,hkd->hnk", f.x_test, w[:, :, :-1]) / s, w[:, :, -1] / s  # bias: noise std 1
+                for tau in taus:
+                    for how in estimators:
+                        shrunk = [james_stein(b.numpy().astype(float), 1.0) if how == "js" else b.numpy().astype(float) for b in bias]
+                        accs = [accuracy(logits[h] + tau * a * torch.tensor(shrunk[h], dtype=logits.dtype), f.y_test)
+                                for h in range(len(seeds))]
                         cells.append(f"{np.mean(accs):.1f}±{np.std(accs):.1f}")
-            print(f"N={n} eps={eps:g} muN/sqrtP={mu * f.n_public / math.sqrt(p_):.2f} (eta {runs[0.0][1].eta:.3g}, T {runs[0.0][1].steps}; "
+            dec = by_share[0.0][1]
+            print(f"N={n} eps={eps:g} muN/sqrtP={mu * f.n_public / math.sqrt(p_):.2f} (eta {dec.eta:.3g}, T {dec.steps}; "
                   f"majority {majority:.1f}) | " + " | ".join(cells), flush=True)
     return 0
 

@@ -60,6 +60,13 @@ def tweet_features() -> PreparedFeatures:
                             int(splits.num_classes), splits.checksum(), {}, n_public=len(splits.train))
 
 
+def proxy_features(name: str) -> PreparedFeatures:
+    """A public proxy by name: the text-feature proxies (tweets_minilm, wordnet_minilm) or a registry
+    dataset's raw pixels (digits, mnist)."""
+    text_proxies = {"tweets_minilm": tweet_features, "wordnet_minilm": wordnet_features}
+    return text_proxies.get(name, lambda: features(name))()
+
+
 def subset(f: PreparedFeatures, n: int) -> PreparedFeatures:
     """The first n training records of a fixed public permutation (seed 0): a public choice."""
     order = torch.randperm(f.x_train.shape[0], generator=torch.Generator().manual_seed(0))[:n]
@@ -113,8 +120,7 @@ def main() -> int:
         study = cfg | {"studies": [{"dataset": args.dataset, "extractor": args.extractor}]}
         full = load_features({k: v for k, v in study.items() if k != "design_notes"}, args.features, args.dataset, args.extractor)
     else:
-        text_proxies = {"tweets_minilm": tweet_features, "wordnet_minilm": wordnet_features}
-        full = text_proxies.get(args.dataset, lambda: features(args.dataset))()
+        full = proxy_features(args.dataset)
     print(f"{args.dataset}, {args.seeds} seeds | " + " | ".join(f"eps={e}" for e in args.eps.split(",")))
     for n in (int(s) for s in args.sizes.split(",")):
         trainer = LinearHeadTrainer.from_config(subset(full, n), cfg)
