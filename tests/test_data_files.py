@@ -78,14 +78,58 @@ def test_without_test_folder_a_seeded_split_is_recorded(image_folder):
     assert np.array_equal(ds.test_labels, again.test_labels)
 
 
-def test_mixed_sizes_and_modes_are_resized_to_one_shape(tmp_path):
+def test_mixed_sizes_and_modes_need_a_declared_shape_and_get_it(tmp_path):
     root = tmp_path / "mixed"
     for c, (size, mode) in enumerate([((10, 12), "L"), ((10, 12), "RGB"), ((20, 20), "RGB")]):
         for split in ("train", "test"):  # a test/ folder: the split is not what this test is about
             (root / split / f"c{c}").mkdir(parents=True)
             Image.new(mode, size).save(root / split / f"c{c}" / "a.png")
-    ds = _spec("mixed", kind="image_folder", path=str(root)).load()
-    assert ds.train_inputs.shape[1:] == (12, 10, 3) and "resized" in ds.source
+    section = {"kind": "image_folder", "path": str(root)}
+    with pytest.raises(DatasetError, match=r"datasets\.mixed\.image_size: .* 2 sizes \(12x10, 20x20\)"):
+        _spec("mixed", **section).load()
+    with pytest.raises(DatasetError, match=r"datasets\.mixed\.image_mode: .* both grey and colour"):
+        _spec("mixed", **section, image_size=[12, 10]).load()
+    with pytest.raises(DatasetError, match=r"datasets\.mixed\.image_mode: expected one of grey, rgb, got 'RGB'"):
+        _spec("mixed", **section, image_size=[12, 10], image_mode="RGB")
+    ds = _spec("mixed", **section, image_size=[12, 10], image_mode="rgb").load()
+    assert ds.train_inputs.shape[1:] == (12, 10, 3) and "resized to 12x10" in ds.source
+    assert _spec("mixed", **section, image_size=[6, 6], image_mode="grey").load().train_inputs.shape[1:] == (6, 6)
+
+
+@pytest.mark.parametrize("added", ["another size", "colour"])
+def test_one_added_image_changes_no_other_images_pixels(image_folder, added):
+    """Add/remove adjacency before training: with the shape declared, adding one image of another size
+    (which would have broken a tie of the most common size) or the first colour image among grey ones
+    (which turned every image RGB) leaves every other record exactly as it was read before."""
+    section = {"kind": "image_folder", "path": str(image_folder), "image_size": [8, 8], "image_mode": "grey"}
+    before = _spec("mine", **section).load()
+    z = Image.new("RGB", (8, 8), (200, 10, 10)) if added == "colour" else Image.new("L", (11, 13), 90)
+    z.save(image_folder / "test" / "class_0" / "z.png")  # in test/: the training split is untouched
+    after = _spec("mine", **section).load()
+    assert np.array_equal(after.train_inputs, before.train_inputs)
+    assert after.test_inputs.shape[1:] == before.test_inputs.shape[1:] == (8, 8)
+    assert after.n_test == before.n_test + 1
+    shared = [t for t in after.test_inputs if any(np.array_equal(t, b) for b in before.test_inputs)]
+    assert len(shared) == before.n_test
+
+
+def test_how_files_are_read_is_part_of_the_dataset_options(tmp_path):
+    """A changed test_fraction, column or image shape reads other records, so it changes the options the
+    feature job's params, the cache's attributes and the run hash are built from; a registry dataset's
+    options carry no such key."""
+    from dphpo.data.registry import dataset_options
+
+    def options(**extra):
+        return dataset_options({"datasets": {"mine": {"kind": "image_folder", "path": str(tmp_path)} | extra}}, "mine")
+
+    assert options()["read"] == {"kind": "image_folder", "image_size": None, "image_mode": None, "test_fraction": 0.2,
+                                 "split_seed": 0}
+    assert options(test_fraction=0.5) != options() != options(image_size=[8, 8]) != options(image_mode="rgb")
+    assert options(test_fraction=0.2) == options()  # a default written out changes nothing
+    assert "read" not in dataset_options({"datasets": {"digits": {"max_train": 100}}}, "digits")
+    # a registry loader's options too (another corruption of CIFAR-10-C is other data)
+    blur, noise = ({"datasets": {"cifar10_c": {"corruption": c}}} for c in ("gaussian_blur", "gaussian_noise"))
+    assert dataset_options(blur, "cifar10_c")["read"] == {"corruption": "gaussian_blur"} != dataset_options(noise, "cifar10_c")["read"]
 
 
 def _mixed_folder(root, with_test=True):
@@ -109,6 +153,8 @@ def test_a_folder_too_large_for_memory_stays_on_disk_and_reads_the_same(image_fo
         if folder.endswith("split"):
             shutil.rmtree(root / "test")
     section = {"kind": "image_folder", "path": str(root), "public_n_train": 60}
+    if folder.startswith("mixed"):
+        section |= {"image_size": [12, 10], "image_mode": "rgb"}
     in_memory = _spec("mine", **section).load()
     monkeypatch.setattr(files, "STREAM_BYTES", 0)  # any folder is "too large"
     on_disk = _spec("mine", **section).load()

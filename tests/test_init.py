@@ -83,6 +83,22 @@ def test_init_refuses_what_the_workflow_would_refuse_naming_the_layout(user_file
     assert not (tmp_path / "a.yaml").exists() and not (tmp_path / "b.yaml").exists()
 
 
+def test_init_declares_the_shape_of_a_folder_of_mixed_sizes_and_modes(user_files, tmp_path, capsys):
+    """The workflow refuses to pick a common shape from private images; init writes public ones (the
+    extractor's input resolution, rgb) only where the folder needs them, and the study then loads."""
+    folder = tmp_path / "pngs"
+    shutil.copytree(user_files / "digit_pngs", folder)
+    assert dphpo(["init", "--images", str(folder), "--out", str(tmp_path / "same.yaml")]) == 0
+    assert {"image_size", "image_mode"}.isdisjoint(yaml.safe_load((tmp_path / "same.yaml").read_text())["datasets"]["pngs"])
+    Image.new("RGB", (20, 24), (9, 99, 199)).save(next((folder / "train").iterdir()) / "colour.png")
+    out = tmp_path / "mixed.yaml"
+    assert dphpo(["init", "--images", str(folder), "--out", str(out)]) == 0
+    assert "RGB, resized to 64x64" in capsys.readouterr().out
+    section = yaml.safe_load(out.read_text())["datasets"]["pngs"]
+    assert section["image_size"] == [64, 64] and section["image_mode"] == "rgb"
+    assert dphpo(["check-config", str(out)]) == 0
+
+
 def readme_commands() -> list[str]:
     """The two commands of README.md's "Your own data" section."""
     section = (REPO / "README.md").read_text().split("## Your own data", 1)[1]

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from dphpo import layout
-from dphpo.data.files import FileDataset, table_columns
+from dphpo.data.files import FileDataset, image_shapes, table_columns
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import get_extractor
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
@@ -78,6 +78,20 @@ def dataset_section(kind: str, path: Path, text_field: str | None = None, label_
     if kind == "text_table":
         section["text_field"], section["label_field"] = guess_columns(path, text_field, label_field)
     return section
+
+
+def common_shape(name: str, section: dict, embedded: dict) -> dict:
+    """`image_size` and `image_mode` for an image folder that mixes sizes or grey and colour images (the
+    workflow refuses to pick a shape from the private images): the extractor's input resolution and rgb,
+    chosen without reading a pixel."""
+    if section["kind"] != "image_folder":
+        return {}
+    spec = FileDataset.from_config(name, section)
+    spec.check_path()  # the layout's own errors first
+    sizes, colours = image_shapes(spec)
+    resolution = int(embedded["extractors"][EXTRACTORS["image_folder"][0]]["resolution"])
+    return ({"image_size": [resolution, resolution]} if len(sizes) > 1 else {}) | (
+        {"image_mode": "rgb"} if len(colours) > 1 else {})
 
 
 def inspect_data(name: str, section: dict) -> Inspection:
@@ -209,9 +223,10 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
         raise ConfigError(f"{out} exists: pass --add to put {name} into it, or another --out")
     if add and not out.exists():
         raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
-    section = dataset_section(kind, path.resolve(), text_field, label_field)
-    found = inspect_data(name, section)
     embedded = yaml.safe_load(EMBEDDED.read_text())
+    section = dataset_section(kind, path.resolve(), text_field, label_field)
+    section |= common_shape(name, section, embedded)
+    found = inspect_data(name, section)
     # --add keeps the config's namespace (or its absence: a config without one keeps its tables' paths)
     config = (add_dataset(load_config_file(out), found, section, embedded) if add
               else new_config(found, section, embedded, study_namespace(out, name)))

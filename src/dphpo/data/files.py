@@ -3,7 +3,10 @@
 Three kinds, each checked before any job with the key and the file named:
 - `image_folder`: DIR/train/<class>/* and DIR/test/<class>/* (ImageFolder layout; PNG, JPEG, BMP, …,
   grey or RGB, any size); without test/, a per-record split of `test_fraction` (below). Past
-  `STREAM_BYTES` decoded, the images stay on disk (`ImageFiles`), read a batch at a time.
+  `STREAM_BYTES` decoded, the images stay on disk (`ImageFiles`), read a batch at a time. A folder
+  of mixed sizes needs `image_size`, one of grey and colour images `image_mode`: a common shape
+  picked from the private images (their most common size, colour if any is) would make every
+  record's pixels depend on the others.
 - `text_table`: a CSV, TSV, JSONL or Parquet file; `text_field` (one column, or two for sentence
   pairs), `label_field`, optional `split_field` (train/test), else a per-record split.
 - `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y, read by an
@@ -48,6 +51,8 @@ from dphpo.data.registry import (
 from dphpo.errors import DatasetError
 
 KINDS = ("image_folder", "text_table", "features")
+#: `image_mode`: what every image of a folder is converted to
+IMAGE_MODES = ("grey", "rgb")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 TABLE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 PAIR_SEPARATOR = "\n"  # between the two texts of a sentence pair (text_field: [a, b])
@@ -66,6 +71,7 @@ class FileDataset:
     test_fraction: float = TEST_FRACTION
     split_seed: int = SPLIT_SEED
     image_size: tuple[int, int] | None = None
+    image_mode: str | None = None
 
     @property
     def key(self) -> str:
@@ -86,7 +92,9 @@ class FileDataset:
         text_field = (text_field,) if isinstance(text_field, str) else tuple(text_field)
         if kind == "text_table" and not 1 <= len(text_field) <= 2:
             raise DatasetError(f"datasets.{name}.text_field: one column, or two for sentence pairs; got {list(text_field)}")
-        size = section.get("image_size")
+        size, mode = section.get("image_size"), section.get("image_mode")
+        if mode is not None and mode not in IMAGE_MODES:
+            raise DatasetError(f"datasets.{name}.image_mode: expected one of {', '.join(IMAGE_MODES)}, got {mode!r}")
         return cls(
             name=name,
             kind=kind,
@@ -97,7 +105,20 @@ class FileDataset:
             test_fraction=float(section.get("test_fraction", TEST_FRACTION)),
             split_seed=int(section.get("split_seed", SPLIT_SEED)),
             image_size=None if size is None else (int(size[0]), int(size[1])),
+            image_mode=mode,
         )
+
+    def read_options(self) -> dict[str, Any]:
+        """Every key that decides which records are read and how (columns, split, image shape): a change
+        of one changes the records, so it enters the feature job's params and the cache's attributes."""
+        split = {"test_fraction": self.test_fraction, "split_seed": self.split_seed}
+        if self.kind == "image_folder":
+            size = None if self.image_size is None else list(self.image_size)
+            return {"kind": self.kind, "image_size": size, "image_mode": self.image_mode} | split
+        if self.kind == "text_table":
+            fields = {"text_field": list(self.text_field), "label_field": self.label_field, "split_field": self.split_field}
+            return {"kind": self.kind} | fields | (split if self.split_field is None else {})
+        return {"kind": self.kind}
 
     def check_path(self) -> None:
         """The cheap check of the config stage: the path exists and has the right shape."""
@@ -271,10 +292,12 @@ def _header(path: Path, key: str) -> tuple[tuple[int, int], bool]:
 
 
 def _fit(arr: np.ndarray, size: tuple[int, int] | None, rgb: bool) -> np.ndarray:
-    """An image as read, in the folder's common shape: grey replicated to RGB where any image is RGB,
-    resized (bilinear) where sizes differ."""
+    """An image as read, in the folder's common shape: grey replicated to RGB, or RGB converted to grey, as
+    `image_mode` says; resized (bilinear) to `image_size` where it is given."""
     if rgb and arr.ndim == 2:
         arr = np.repeat(arr[:, :, None], 3, axis=2)
+    elif not rgb and arr.ndim == 3:
+        arr = np.asarray(Image.fromarray(arr).convert("L"), dtype=np.uint8)
     if size is not None and arr.shape[:2] != size:
         arr = np.asarray(Image.fromarray(arr).resize((size[1], size[0]), Image.BILINEAR), dtype=np.uint8)
     return arr
@@ -312,6 +335,31 @@ def _stack(images: list[np.ndarray], size: tuple[int, int] | None, rgb: bool) ->
     return np.stack(out) if out else np.zeros((0, *(size or (1, 1)), *((3,) if rgb else ())), np.uint8)
 
 
+def image_shapes(spec: FileDataset) -> tuple[set[tuple[int, int]], set[bool]]:
+    """The sizes (H, W) and colour flags of a folder's images, from their headers (`dphpo init`: which of
+    `image_size` and `image_mode` the folder needs)."""
+    headers = [_header(f, spec.key) for f in data_files(spec)[1]]
+    return {hw for hw, _ in headers}, {colour for _, colour in headers}
+
+
+def check_one_shape(spec: FileDataset, sizes: set[tuple[int, int]], colours: set[bool]) -> None:
+    """Refuse a folder of several sizes without `image_size`, or of grey and colour images without
+    `image_mode`: the common shape is the user's public choice, never one read off the private images."""
+    if spec.image_size is None and len(sizes) > 1:
+        shown = ", ".join(f"{h}x{w}" for h, w in sorted(sizes)[:4]) + (", ..." if len(sizes) > 4 else "")
+        raise DatasetError(
+            f"{spec.key}.image_size: the images of {spec.path} come in {len(sizes)} sizes ({shown}); name the [height, "
+            "width] every image is resized to, e.g. the extractor's input resolution. A size picked from the images "
+            "themselves (say the most common) would depend on every private record, so the workflow does not pick one"
+        )
+    if spec.image_mode is None and len(colours) > 1:
+        raise DatasetError(
+            f"{spec.key}.image_mode: {spec.path} holds both grey and colour images; name what every image is converted "
+            "to: rgb (grey replicated to three channels, as a pretrained network reads it anyway) or grey. Converting "
+            "all of them because one is in colour would make every record's pixels depend on the others"
+        )
+
+
 def load_image_folder(spec: FileDataset) -> Dataset:
     root = spec.path
     train_files = _image_files(root / "train", spec.key)
@@ -325,10 +373,10 @@ def load_image_folder(spec: FileDataset) -> Dataset:
     headers = [_header(f, spec.key) for split in paths.values() for f, _ in split]
     if not headers:
         raise DatasetError(f"{spec.key}.path: {root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    rgb = any(colour for _, colour in headers)
-    sizes = [hw for hw, _ in headers]
-    size = spec.image_size or (None if len(set(sizes)) == 1 else max(set(sizes), key=sizes.count))
-    shape = size or sizes[0]
+    check_one_shape(spec, {hw for hw, _ in headers}, {colour for _, colour in headers})
+    rgb = spec.image_mode == "rgb" if spec.image_mode else headers[0][1]
+    size = spec.image_size
+    shape = size or headers[0][0]
     stream = len(headers) * shape[0] * shape[1] * (3 if rgb else 1) > STREAM_BYTES
     if stream:  # on disk: decoded a batch at a time where they are read (features, subsets)
         read = partial(_folder_image, size=size, rgb=rgb, key=spec.key)
@@ -348,7 +396,7 @@ def load_image_folder(spec: FileDataset) -> Dataset:
     y_train = np.asarray([classes.index(c) for _, c in paths["train"]], dtype=np.int64)
     y_test = np.asarray([classes.index(c) for _, c in paths["test"]], dtype=np.int64)
     source = f"image folder {root.name}/ ({len(headers)} images, {'RGB' if rgb else 'grey'}"
-    source += f", resized to {size[0]}x{size[1]})" if size and len(set(sizes)) > 1 else ")"
+    source += f", resized to {size[0]}x{size[1]})" if size else ")"
     if not has_test:  # by each image's pixels as read and its class name, before any resizing
         train_idx, test_idx = _split(spec, as_read, [c for _, c in paths["train"]])
         x["train"], x["test"] = take_records(x["train"], train_idx), take_records(x["train"], test_idx)

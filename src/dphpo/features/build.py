@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 # what identifies the subset a cache holds: subset_rule names the per-record rule (dphpo.data.subsets),
 # so a cache of another rule (the old positional draws, which lack it) is rebuilt, never reused
-DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed", "subset_rule")
+#: `read` only where the config sets how records are read (`dataset_options`)
+DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed", "subset_rule", "read")
 
 
 def extractor_spec(config: dict, extractor: str) -> dict:
@@ -38,7 +39,7 @@ def expected_attrs(dataset: str, extractor: str, config: dict) -> dict[str, Any]
     """Attributes a cache built from `config` must carry (usable as `load_feature_cache(expect=...)`)."""
     opts = dataset_options(config, dataset)
     return {"dataset": dataset, "extractor": extractor, "extractor_spec": extractor_spec(config, extractor)} | {
-        key: opts[key] for key in DATASET_OPTION_KEYS}
+        key: opts[key] for key in DATASET_OPTION_KEYS if key in opts}
 
 
 def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *, device="auto",
@@ -95,7 +96,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
         dataset_license=ds.license,
         dataset_modality=ds.modality,
         classes=ds.classes,
-        **{key: opts[key] for key in DATASET_OPTION_KEYS},
+        **{key: opts[key] for key in DATASET_OPTION_KEYS if key in opts},
         device=str(dev),
         torch_threads=torch.get_num_threads(),
         extract_seconds=round(t_extract, 3),
