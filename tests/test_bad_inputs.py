@@ -88,6 +88,18 @@ def test_a_csv_with_a_byte_order_mark_loads(tmp_path):
     assert len(ds.train_labels) + len(ds.test_labels) == 40 and ds.num_classes == 2
 
 
+def test_a_table_saved_in_latin1_is_refused_saying_to_save_it_as_utf8(tmp_path):
+    from dphpo.errors import DatasetError
+
+    spec = _table(tmp_path, "text,label\n" + TEXTS)
+    spec.path.write_bytes(("text,label\n" + TEXTS + "caf\xe9 au lait,a\n").encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"datasets\.t\.path: cannot read .*t\.csv \(not UTF-8: byte 0xe9 at offset \d+; save the table as UTF-8\)"):
+        spec.load()
+    spec.path.write_bytes("t\xe9xt,label\n".encode("latin-1") + TEXTS.encode())
+    with pytest.raises(DatasetError, match=r"datasets\.t\.path: cannot read the header .*\(not UTF-8: byte 0xe9 at offset 1;"):
+        spec.load()
+
+
 def test_one_class_or_an_empty_test_split_is_refused(tmp_path):
     import numpy as np
 

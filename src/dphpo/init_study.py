@@ -61,7 +61,7 @@ class Inspection:
 
 def guess_columns(path: Path, text_field: str | None, label_field: str | None) -> tuple[str, str]:
     """The text and label columns of a table: those given, else the first usual name present."""
-    columns = table_columns(path, f"--texts {path}")
+    columns = table_columns(path, "--texts")
     found = {c.lower(): c for c in columns}
     text = text_field or next((found[c] for c in TEXT_COLUMNS if c in found), None)
     label = label_field or next((found[c] for c in LABEL_COLUMNS if c in found), None)

@@ -149,7 +149,7 @@ class FileDataset:
 
     def check_columns(self) -> None:
         """The columns the keys name are in the table's header (before any job, not inside the extraction)."""
-        columns = table_columns(self.path, self.key)
+        columns = table_columns(self.path, f"{self.key}.path")
         named = [("text_field", c) for c in self.text_field] + [("label_field", self.label_field)]
         named += [("split_field", self.split_field)] if self.split_field else []
         for field_key, name in named:
@@ -434,11 +434,20 @@ def _read_rows(path: Path, key: str) -> list[dict]:
 
         return pd.read_parquet(path).to_dict("records")
     except (OSError, UnicodeDecodeError, csv.Error, ImportError, ValueError) as exc:
-        raise DatasetError(f"{key}.path: cannot read {path} ({exc})") from None
+        raise DatasetError(f"{key}.path: cannot read {path} ({_why_unreadable(exc)})") from None
+
+
+def _why_unreadable(exc: Exception) -> str:
+    """Why a table cannot be read, with the fix where it is a common one (a table saved in Latin-1 or
+    cp1252 rather than UTF-8)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}; save the table as UTF-8"
+    return str(exc)
 
 
 def table_columns(path: Path, key: str) -> list[str]:
-    """The column names of a text table, read from its header (its first record for JSONL) only."""
+    """The column names of a text table, read from its header (its first record for JSONL) only; `key`
+    names the table in an error (`datasets.<name>.path`, or init's `--texts`)."""
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -453,7 +462,7 @@ def table_columns(path: Path, key: str) -> list[str]:
 
         return [str(c) for c in pd.read_parquet(path).columns]
     except (OSError, UnicodeDecodeError, csv.Error, json.JSONDecodeError, ImportError, ValueError) as exc:
-        raise DatasetError(f"{key}.path: cannot read the header of {path} ({exc})") from None
+        raise DatasetError(f"{key}: cannot read the header of {path} ({_why_unreadable(exc)})") from None
 
 
 def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:
