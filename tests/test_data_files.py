@@ -122,9 +122,10 @@ def test_how_files_are_read_is_part_of_the_dataset_options(tmp_path):
     def options(**extra):
         return dataset_options({"datasets": {"mine": {"kind": "image_folder", "path": str(tmp_path)} | extra}}, "mine")
 
-    assert options()["read"] == {"kind": "image_folder", "image_size": None, "image_mode": None, "test_fraction": 0.2,
-                                 "split_seed": 0}
+    assert options()["read"] == {"kind": "image_folder", "classes": None, "image_size": None, "image_mode": None,
+                                 "test_fraction": 0.2, "split_seed": 0}
     assert options(test_fraction=0.5) != options() != options(image_size=[8, 8]) != options(image_mode="rgb")
+    assert options(classes=["a", "b"]) != options(classes=["b", "a"])  # the order is the model's
     assert options(test_fraction=0.2) == options()  # a default written out changes nothing
     assert "read" not in dataset_options({"datasets": {"digits": {"max_train": 100}}}, "digits")
     # a registry loader's options too (another corruption of CIFAR-10-C is other data)
@@ -142,6 +143,40 @@ def _mixed_folder(root, with_test=True):
                 pixels = rng.integers(0, 256, (size[1], size[0]) + (() if mode == "L" else (3,)), dtype=np.uint8)
                 Image.fromarray(pixels, mode).save(root / split / f"c{c}" / f"{i}.png")
     return root
+
+
+def test_declared_classes_are_the_label_space_in_their_order(image_folder, tmp_path):
+    """One record with a new label must not add a column to the model: labels map onto the declared
+    classes (integers index them), a label outside them is refused, and the count K is len(classes)."""
+    folders = sorted(p.name for p in (image_folder / "train").iterdir())
+    declared = list(reversed(folders)) + ["class_unseen_in_test"]
+    (image_folder / "train" / "class_unseen_in_test").mkdir()
+    Image.new("L", (8, 8), 7).save(image_folder / "train" / "class_unseen_in_test" / "x.png")
+    ds = _spec("mine", kind="image_folder", path=str(image_folder), classes=declared).load()
+    assert ds.classes == declared and ds.num_classes == len(declared)
+    assert set(np.asarray(ds.train_labels).tolist()) == set(range(len(declared)))  # indices in the declared order
+    with pytest.raises(DatasetError, match=r"datasets\.mine\.classes: class folder\(s\) class_unseen_in_test .* not among"):
+        _spec("mine", kind="image_folder", path=str(image_folder), classes=folders).load()
+
+    rows = "text,label\n" + "".join(f"text {i},{'ab'[i % 2]}\n" for i in range(40))
+    (tmp_path / "t.csv").write_text(rows)
+    table = {"kind": "text_table", "path": str(tmp_path / "t.csv")}
+    ds = _spec("t", **table, classes=["b", "a"]).load()
+    assert ds.classes == ["b", "a"] and all(ds.train_labels[i] == (0 if t.endswith(("1", "3", "5", "7", "9")) else 1)
+                                            for i, t in enumerate(ds.train_inputs))
+    with pytest.raises(DatasetError, match=r"label\(s\) 'b' are not among the declared classes \(a, c\)"):
+        _spec("t", **table, classes=["a", "c"]).load()
+    (tmp_path / "n.csv").write_text("text,label\n" + "".join(f"text {i},{i % 2}\n" for i in range(40)))
+    ints = {"kind": "text_table", "path": str(tmp_path / "n.csv")}
+    assert _spec("n", **ints, classes=["neg", "pos"]).load().classes == ["neg", "pos"]  # names for 0 and 1
+    with pytest.raises(DatasetError, match=r"label\(s\) 1 are not among the declared classes \(neg\) \(integer labels index"):
+        _spec("n", **ints, classes=["neg"]).load()
+    # integer names are the labels' values (stars 1..5), in the declared order
+    by_value = _spec("n", **ints, classes=[1, 0]).load()
+    assert by_value.classes == ["1", "0"] and all(by_value.train_labels[i] == (0 if t.endswith(("1", "3", "5", "7", "9")) else 1)
+                                                 for i, t in enumerate(by_value.train_inputs))
+    with pytest.raises(DatasetError, match=r"label\(s\) 0 are not among the declared classes \(1, 2\):"):
+        _spec("n", **ints, classes=[1, 2]).load()
 
 
 @pytest.mark.parametrize("folder", ["grey_with_test", "grey_split", "mixed_with_test", "mixed_split"])
@@ -298,9 +333,12 @@ def test_own_images_texts_and_features_run_the_rule_and_a_baseline_end_to_end(tm
     config = {
         "data_dir": str(tmp_path / "data"),
         "datasets": {
-            "my_images": {"kind": "image_folder", "path": str(folder), "public_n_train": 320, "test_split": "public"},
-            "my_texts": {"kind": "text_table", "path": str(tmp_path / "texts.csv"), "public_n_train": 240, "test_split": "public"},
-            "my_features": {"kind": "features", "path": str(tmp_path / "feats.npz"), "public_n_train": 600, "test_split": "public"},
+            "my_images": {"kind": "image_folder", "path": str(folder), "classes": [f"digit{d}" for d in range(10)],
+                          "public_n_train": 320, "test_split": "public"},
+            "my_texts": {"kind": "text_table", "path": str(tmp_path / "texts.csv"), "classes": ["negative", "positive"],
+                         "public_n_train": 240, "test_split": "public"},
+            "my_features": {"kind": "features", "path": str(tmp_path / "feats.npz"), "classes": ["a", "b", "c"],
+                            "public_n_train": 600, "test_split": "public"},
         },
         "studies": [{"dataset": "my_images", "extractor": "raw"}, {"dataset": "my_texts", "extractor": "minilm_l6"},
                     {"dataset": "my_features", "extractor": "given"}],
@@ -344,3 +382,6 @@ def test_own_images_texts_and_features_run_the_rule_and_a_baseline_end_to_end(tm
     Image.fromarray(np.zeros((8, 8), np.uint8)).save(next((moved / "train").rglob("*.png")))
     log = dry_run(config)
     assert "output: results/features/my_images/raw.h5" in log and "results/features/my_texts" not in log
+    # how a table is read changed (another split): its features rebuild, not reused from the old split
+    config["datasets"]["my_texts"]["test_fraction"] = 0.3
+    assert "output: results/features/my_texts/minilm_l6.h5" in dry_run(config)

@@ -53,10 +53,12 @@ def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_fil
     assert "the stage trials cannot rank r" in printed and "selection noise" in printed and "public prior" in printed
     text = out.read_text()
     assert "COUNTED on your files" in text and "test_split: public" in text
+    assert "classes were READ from your files (digit_pngs: 10 classes)" in text
     config = yaml.safe_load(text)
     (name,) = config["datasets"]
     section = config["datasets"][name]
     assert name == "digit_pngs" and section["kind"] == "image_folder" and section["public_n_train"] == printed_count(printed)
+    assert section["classes"] == [f"d{c}" for c in range(10)]  # the label set, declared
     assert config["studies"] == [{"dataset": "digit_pngs", "extractor": "efficientnet_lite0"}]
     assert config["selection"]["noise_std"] == "auto"  # planned from the public size, not MNIST's 300 counts
     assert config["variants"]["safeguarded"]["linear_scaling"]["safeguard"] is True  # the recommended rule runs

@@ -219,6 +219,10 @@ def test_own_data_must_declare_its_test_split_public(tmp_path):
     with pytest.raises(ConfigError, match=r"datasets\.mine\.test_split: .*declare it public"):
         study_config.check_config(copy.deepcopy(cfg))
     cfg["datasets"]["mine"]["test_split"] = "public"
+    # the label set too is declared, never read off the private data (a new label adds a model column)
+    with pytest.raises(ConfigError, match=r"datasets\.mine\.classes: declare your data's class names"):
+        study_config.check_config(copy.deepcopy(cfg))
+    cfg["datasets"]["mine"]["classes"] = ["no", "yes"]
     study_config.check_config(copy.deepcopy(cfg))
     assert study_config.run_settings(cfg, "given", "mine", "linear_scaling")["test_split"] == "public"
     assert study_config.run_settings(cfg, "given", "digits", "linear_scaling")["test_split"] == "official"

@@ -123,7 +123,8 @@ def new_config(found: Inspection, section: dict, embedded: dict, namespace: str 
     config = {} if namespace is None else {"namespace": namespace}
     config |= {
         "data_dir": "data",
-        "datasets": {found.name: section | {"public_n_train": found.n_train, "test_split": "public"}},
+        "datasets": {found.name: section | {"public_n_train": found.n_train, "classes": found.classes,
+                                             "test_split": "public"}},
         "studies": [{"dataset": found.name, "extractor": extractor}],
         "extractors": {extractor: extractor_section or copy.deepcopy(embedded["extractors"][extractor])},
         "privacy": {"delta": default_delta(found.n_train), "target_eps": [1, 2, 4, 8], "adjacency": "add_remove"},
@@ -159,6 +160,8 @@ HEADER = """\
 #   is treated as public. If it is not, do not publish the tables.
 # - datasets.<name>.public_n_train was COUNTED on your files by dphpo init ({counted}). DP-GD divides by it
 #   and delta uses it: keep it only if you publish that size anyway, else write a public number.
+# - datasets.<name>.classes were READ from your files ({classes}): the label set, in the model's order. Keep
+#   them if the task's classes are public (they usually are); a label outside them is refused.
 # - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
 #   what all releases together cost.
 # The paper's rule (the main study) and the recommended safeguarded rule (variants.safeguarded) both run;
@@ -177,12 +180,14 @@ NAMESPACE_COMMENT = """\
 def render(config: dict, command: str) -> str:
     """The config as YAML under a header that says what was counted and what the guarantee assumes (and,
     above its `namespace`, where its tables go)."""
-    counted = ", ".join(f"{name}: {s['public_n_train']:,}" for name, s in config["datasets"].items() if s.get("kind"))
+    own = {name: s for name, s in config["datasets"].items() if s.get("kind")}
+    counted = ", ".join(f"{name}: {s['public_n_train']:,}" for name, s in own.items())
+    classes = "; ".join(f"{name}: {len(s['classes'])} classes" for name, s in own.items() if s.get("classes"))
     body = yaml.safe_dump(config, sort_keys=False, default_flow_style=None, width=100)
     if config.get("namespace") is not None:
         comment = NAMESPACE_COMMENT.format(namespace=config["namespace"])
         body = re.sub(r"^(?=namespace:)", lambda _: comment, body, count=1, flags=re.MULTILINE)
-    return HEADER.format(command=command, counted=counted) + "\n" + body
+    return HEADER.format(command=command, counted=counted, classes=classes) + "\n" + body
 
 
 def head_parameters(config: dict, found: Inspection) -> int:

@@ -157,6 +157,9 @@ class DatasetStatement:
                                             if test == "public" else "of a published dataset: its official test split, "
                                             "or a per-record share of it")
                       + "; its metrics are published exactly)")
+            declared = (((prov.get("settings") or {}).get("dataset") or {}).get("read") or {}).get("classes")
+            if declared:
+                parts.add(f"the declared label set ({len(declared)} classes: datasets.{self.dataset}.classes)")
             if cache.get("public_n_train") is not None:
                 parts.add(f"the declared training-set size n = {cache['public_n_train']} (the normaliser, never counted)")
             if prov.get("extractor") and prov.get("extractor") not in ("raw", "identity"):

@@ -12,7 +12,10 @@ Three kinds, each checked before any job with the key and the file named:
 - `features`: precomputed features, an .npz with train_x, train_y, test_x, test_y, read by an
   extractor of kind `identity`.
 
-String labels become classes in sorted order (recorded); integer labels must be 0..K-1. The content
+The label set is public and declared (`classes`, which `dphpo init` writes): labels are mapped onto it
+in its order (`encode_labels`), and a label outside it is refused. Read off the data, one
+record with a new label would add a column to every released model. Undeclared (a library call, `dphpo
+init`'s inspection), string labels become classes in sorted order and integers 0..K-1. The content
 checksum covers the files by relative path and bytes, never their location or mtimes: moving the
 data changes nothing, editing one file changes the checksum.
 
@@ -72,6 +75,7 @@ class FileDataset:
     split_seed: int = SPLIT_SEED
     image_size: tuple[int, int] | None = None
     image_mode: str | None = None
+    classes: tuple[str, ...] | None = None  # declared: the public label set, in the model's order
 
     @property
     def key(self) -> str:
@@ -92,7 +96,7 @@ class FileDataset:
         text_field = (text_field,) if isinstance(text_field, str) else tuple(text_field)
         if kind == "text_table" and not 1 <= len(text_field) <= 2:
             raise DatasetError(f"datasets.{name}.text_field: one column, or two for sentence pairs; got {list(text_field)}")
-        size, mode = section.get("image_size"), section.get("image_mode")
+        size, mode, classes = section.get("image_size"), section.get("image_mode"), section.get("classes")
         if mode is not None and mode not in IMAGE_MODES:
             raise DatasetError(f"datasets.{name}.image_mode: expected one of {', '.join(IMAGE_MODES)}, got {mode!r}")
         return cls(
@@ -106,19 +110,21 @@ class FileDataset:
             split_seed=int(section.get("split_seed", SPLIT_SEED)),
             image_size=None if size is None else (int(size[0]), int(size[1])),
             image_mode=mode,
+            classes=None if classes is None else tuple(str(c) for c in classes),
         )
 
     def read_options(self) -> dict[str, Any]:
         """Every key that decides which records are read and how (columns, split, image shape): a change
         of one changes the records, so it enters the feature job's params and the cache's attributes."""
         split = {"test_fraction": self.test_fraction, "split_seed": self.split_seed}
+        labels = {"kind": self.kind, "classes": None if self.classes is None else list(self.classes)}
         if self.kind == "image_folder":
             size = None if self.image_size is None else list(self.image_size)
-            return {"kind": self.kind, "image_size": size, "image_mode": self.image_mode} | split
+            return labels | {"image_size": size, "image_mode": self.image_mode} | split
         if self.kind == "text_table":
             fields = {"text_field": list(self.text_field), "label_field": self.label_field, "split_field": self.split_field}
-            return {"kind": self.kind} | fields | (split if self.split_field is None else {})
-        return {"kind": self.kind}
+            return labels | fields | (split if self.split_field is None else {})
+        return labels
 
     def check_path(self) -> None:
         """The cheap check of the config stage: the path exists and has the right shape."""
@@ -224,23 +230,39 @@ def check_trainable(ds: Dataset, where: str) -> None:
                            "(a test/ folder, split_field rows marked test, or test_x/test_y), or drop split_field to carve a share")
 
 
-def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Integer labels 0..K-1 (kept) or strings (sorted into a class list); every class needs training examples."""
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
+                  declared: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Labels as indices into the class list: the `declared` classes in their order (integer labels are
+    looked up by value where every declared name is an integer, `classes: [1, 2, 3]`, else they index
+    the names, `classes: [neg, pos]`; a label outside them is refused), else integers 0..max or the
+    sorted strings. Every class needs training examples."""
     values = list(train) + list(test)
-    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-        y_train, y_test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
-        k = int(max(values)) + 1 if values else 0
-        if values and min(values) < 0:
-            raise DatasetError(f"{where}: integer labels must be 0..K-1, found {min(values)}")
-        classes = [str(c) for c in range(k)]
+    if all(_is_integer(v) for v in values):
+        if declared is not None and all(str(c).lstrip("-").isdigit() for c in declared):
+            classes, index = list(declared), {int(c): i for i, c in enumerate(declared)}
+        else:
+            if values and min(values) < 0:
+                raise DatasetError(f"{where}: integer labels must be 0..K-1, found {min(values)}")
+            k = len(declared) if declared is not None else int(max(values)) + 1 if values else 0
+            classes, index = list(declared) if declared is not None else [str(c) for c in range(k)], {c: c for c in range(k)}
     elif all(isinstance(v, str) for v in values):
-        classes = sorted(set(values))
+        classes = list(declared) if declared is not None else sorted(set(values))
         index = {c: i for i, c in enumerate(classes)}
-        y_train = np.asarray([index[v] for v in train], dtype=np.int64)
-        y_test = np.asarray([index[v] for v in test], dtype=np.int64)
     else:
         kinds = sorted({type(v).__name__ for v in values})
         raise DatasetError(f"{where}: labels must be all integers or all strings, found {', '.join(kinds)}")
+    undeclared = sorted({v for v in values if v not in index}, key=str)
+    if undeclared:
+        shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
+        how = " (integer labels index them: 0..K-1)" if _is_integer(undeclared[0]) and index.get(0) == 0 else ""
+        raise DatasetError(f"{where}: label(s) {', '.join(map(repr, undeclared[:5]))} are not among the declared classes "
+                           f"({shown}){how}: add them to `classes` if the label set includes them")
+    y_train = np.asarray([index[v] for v in train], dtype=np.int64)
+    y_test = np.asarray([index[v] for v in test], dtype=np.int64)
     missing = sorted(set(range(len(classes))) - set(y_train.tolist()))
     if missing:
         names = ", ".join(classes[i] for i in missing[:5])
@@ -386,8 +408,13 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         images = {s: [_read_image(f, spec.key) for f, _ in paths[s]] for s in paths}
         x = {s: _stack(images[s], size, rgb) for s in images}
         as_read = images["train"]
-    classes = sorted(train_files)  # the class folders of train/, in sorted order
-    empty = [c for c in classes if not train_files[c]]
+    # the declared classes in their order, else the class folders of train/ in sorted order
+    classes = list(spec.classes) if spec.classes is not None else sorted(train_files)
+    undeclared = sorted((set(train_files) | set(test_files)) - set(classes))
+    if undeclared:
+        raise DatasetError(f"{spec.key}.classes: class folder(s) {', '.join(undeclared[:5])} of {root} are not among the "
+                           "declared classes: add them if the label set includes them")
+    empty = [c for c in classes if not train_files.get(c)]
     if empty:
         raise DatasetError(
             f"{spec.key}: class folder(s) {', '.join(empty[:5])} of {root / 'train'} hold no images; a model cannot "
@@ -520,11 +547,11 @@ def load_text_table(spec: FileDataset) -> Dataset:
         test_idx = np.flatnonzero(np.asarray(splits) == "test")
         how = f"split by column {spec.split_field!r}"
     else:
-        encode_labels(labels, [], f"{spec.key} ({path.name})")  # checks the labels before splitting
+        encode_labels(labels, [], f"{spec.key} ({path.name})", spec.classes)  # checks the labels before splitting
         train_idx, test_idx = _split(spec, texts, labels)
         how = f"per-record split test_fraction={spec.test_fraction:g}, split_seed={spec.split_seed}"
     y_train, y_test, classes = encode_labels(
-        [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})"
+        [labels[i] for i in train_idx], [labels[i] for i in test_idx], f"{spec.key} ({path.name})", spec.classes
     )
     return make_dataset(spec.name, "text", [texts[i] for i in train_idx], y_train, [texts[i] for i in test_idx], y_test,
                         num_classes=len(classes), source=f"text table {path.name} ({len(rows)} rows; {how})", classes=classes,
@@ -567,7 +594,7 @@ def load_feature_file(spec: FileDataset) -> Dataset:
             raise DatasetError(f"{spec.key}: {path.name} {split}_x has {len(arrays[f'{split}_x'])} rows, {split}_y {len(arrays[f'{split}_y'])}")
     y_train, y_test, classes = encode_labels(
         [_label_value(v) for v in arrays["train_y"].tolist()], [_label_value(v) for v in arrays["test_y"].tolist()],
-        f"{spec.key} ({path.name})",
+        f"{spec.key} ({path.name})", spec.classes,
     )
     ds = Dataset(
         name=spec.name, modality="features",

@@ -465,6 +465,12 @@ def check_config(config: dict) -> None:
                     "exact test metrics; declare it public with `test_split: public` (PRIVACY.md states it) or "
                     "hold out a test set that is public"
                 )
+            if not section.get("classes"):
+                raise ConfigError(
+                    f"datasets.{name}.classes: declare your data's class names (the label set, in the model's order; "
+                    "`dphpo init` writes the ones it found). Read off the private data, one record with a new label "
+                    "would add a column to every released model"
+                )
         elif name not in DATASETS:
             raise ConfigError(f"datasets.{name}: unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
     for i, entry in enumerate(config["studies"]):
