@@ -117,7 +117,7 @@ def test_how_files_are_read_is_part_of_the_dataset_options(tmp_path):
     """A changed test_fraction, column or image shape reads other records, so it changes the options the
     feature job's params, the cache's attributes and the run hash are built from; a registry dataset's
     options carry no such key."""
-    from dphpo.data.registry import dataset_options
+    from dphpo.data.files import dataset_options
 
     def options(**extra):
         return dataset_options({"datasets": {"mine": {"kind": "image_folder", "path": str(tmp_path)} | extra}}, "mine")

@@ -15,7 +15,7 @@ from dphpo.studies.checks import check_config_files
 from dphpo.studies.validate import cuda_visible, validate_config
 from dphpo.errors import DPHPOError
 from dphpo.data.files import content_checksum
-from dphpo.data.registry import dataset_options
+from dphpo.data.files import dataset_options
 from dphpo.hpo import registry
 from dphpo.io import remove_orphan_temporaries
 from dphpo.resume import record_lock_owner, release_stale_lock

@@ -51,6 +51,7 @@ from dphpo.data.registry import (
     make_dataset,
     split_population,
 )
+from dphpo.data.registry import dataset_options as registry_options
 from dphpo.errors import DatasetError
 
 KINDS = ("image_folder", "text_table", "features")
@@ -173,6 +174,16 @@ def file_section(config: dict, name: str) -> dict | None:
     """The `datasets.<name>` section of a dataset read from files (it has a `kind`), else None."""
     section = (config.get("datasets") or {}).get(name) or {}
     return section if section.get("kind") else None
+
+
+def dataset_options(config: dict, name: str) -> dict[str, Any]:
+    """`registry.dataset_options`, with how the user's own files are read (`read`: columns, split, image
+    shape, classes; `FileDataset.read_options`) for a dataset read from files."""
+    opts = registry_options(config, name)
+    section = file_section(config, name)
+    if section is not None:
+        opts["read"] = FileDataset.from_config(name, section).read_options()
+    return opts
 
 
 def dataset_spec(config: dict, name: str) -> DatasetSpec | None:

@@ -151,10 +151,10 @@ def load_dataset(
 
 def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
     """`max_train`, `max_test`, `subset_seed` from `config["datasets"][dataset]` (all optional), the
-    subset rule (`SUBSET_RULE`) and how the records are read (`read`: the user's files'
-    `FileDataset.read_options`, a registry loader's options where set): every consumer that hashes
-    these options (the feature job's params, a run's settings hash, the cache's expected attributes)
-    sees a change and rebuilds."""
+    subset rule (`SUBSET_RULE`) and how the records are read (`read`: a registry loader's options where
+    set; `dphpo.data.files.dataset_options` adds the user's files'): every consumer that hashes these
+    options (the feature job's params, a run's settings hash, the cache's expected attributes) sees a
+    change and rebuilds."""
     section = (config.get("datasets") or {}).get(dataset) or {}
     if not isinstance(section, dict):
         raise ConfigError(f"datasets.{dataset} must be a mapping, got {type(section).__name__}")
@@ -168,11 +168,7 @@ def dataset_options(config: dict, dataset: str) -> dict[str, Any]:
                 raise ConfigError(f"datasets.{dataset}.{key} must be an integer or null, got {opts[key]!r}") from exc
             if opts[key] <= 0:
                 raise ConfigError(f"datasets.{dataset}.{key} must be positive, got {opts[key]}")
-    if section.get("kind"):  # the user's own files: how they are read (columns, split, image shape) too
-        from dphpo.data.files import FileDataset  # files builds on this module
-
-        opts["read"] = FileDataset.from_config(dataset, section).read_options()
-    elif read := loader_options(DATASETS.get(dataset), section):  # a registry loader's (image size, corruption)
+    if read := loader_options(DATASETS.get(dataset), section):  # a registry loader's (image size, corruption)
         opts["read"] = read
     return opts
 

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from dphpo.data import DATASETS, load_dataset
-from dphpo.data.files import dataset_spec
-from dphpo.data.registry import dataset_download, dataset_options
+from dphpo.data.files import dataset_options, dataset_spec
+from dphpo.data.registry import dataset_download
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError, DatasetError
 from dphpo.features.cache import read_cache_attrs, write_feature_cache

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from dphpo.data.files import dataset_options
 from dphpo.data.metrics import worst_group_accuracy
-from dphpo.data.registry import dataset_groups, dataset_options
+from dphpo.data.registry import dataset_groups
 from dphpo.errors import ConfigError
 from dphpo.io import write_json
 from dphpo.report.plan import Paper, plan_table5

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from dphpo import layout
-from dphpo.data.files import FileDataset, dataset_spec, file_section
-from dphpo.data.registry import DATASETS, dataset_options
+from dphpo.data.files import FileDataset, dataset_options, dataset_spec, file_section
+from dphpo.data.registry import DATASETS
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
 from dphpo.hpo import registry
