@@ -115,7 +115,7 @@ class FileDataset:
         )
 
     def read_options(self) -> dict[str, Any]:
-        """Every key that decides which records are read and how (columns, split, image shape): a change
+        """Every key that decides which records are read and how (classes, columns, split, image shape): a change
         of one changes the records, so it enters the feature job's params and the cache's attributes."""
         split = {"test_fraction": self.test_fraction, "split_seed": self.split_seed}
         labels = {"kind": self.kind, "classes": None if self.classes is None else list(self.classes)}
@@ -252,12 +252,14 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
     the names, `classes: [neg, pos]`; a label outside them is refused), else integers 0..max or the
     sorted strings. Every class needs training examples."""
     values = list(train) + list(test)
+    by_position = False  # integer labels index the class list (0..K-1), not name it
     if all(_is_integer(v) for v in values):
         if declared is not None and all(str(c).lstrip("-").isdigit() for c in declared):
             classes, index = list(declared), {int(c): i for i, c in enumerate(declared)}
         else:
             if values and min(values) < 0:
                 raise DatasetError(f"{where}: integer labels must be 0..K-1, found {min(values)}")
+            by_position = True
             k = len(declared) if declared is not None else int(max(values)) + 1 if values else 0
             classes, index = list(declared) if declared is not None else [str(c) for c in range(k)], {c: c for c in range(k)}
     elif all(isinstance(v, str) for v in values):
@@ -269,7 +271,7 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
     undeclared = sorted({v for v in values if v not in index}, key=str)
     if undeclared:
         shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
-        how = " (integer labels index them: 0..K-1)" if _is_integer(undeclared[0]) and index.get(0) == 0 else ""
+        how = " (integer labels index them: 0..K-1)" if by_position else ""
         raise DatasetError(f"{where}: label(s) {', '.join(map(repr, undeclared[:5]))} are not among the declared classes "
                            f"({shown}){how}: add them to `classes` if the label set includes them")
     y_train = np.asarray([index[v] for v in train], dtype=np.int64)
@@ -368,10 +370,10 @@ def _stack(images: list[np.ndarray], size: tuple[int, int] | None, rgb: bool) ->
     return np.stack(out) if out else np.zeros((0, *(size or (1, 1)), *((3,) if rgb else ())), np.uint8)
 
 
-def image_shapes(spec: FileDataset) -> tuple[set[tuple[int, int]], set[bool]]:
-    """The sizes (H, W) and colour flags of a folder's images, from their headers (`dphpo init`: which of
-    `image_size` and `image_mode` the folder needs)."""
-    headers = [_header(f, spec.key) for f in data_files(spec)[1]]
+def image_shapes(spec: FileDataset, files: Sequence[Path] | None = None) -> tuple[set[tuple[int, int]], set[bool]]:
+    """The sizes (H, W) and colour flags of a folder's images (`files`, else all of them), from their
+    headers: which of `image_size` and `image_mode` the folder needs (`dphpo init`, the loader)."""
+    headers = [_header(f, spec.key) for f in (data_files(spec)[1] if files is None else files)]
     return {hw for hw, _ in headers}, {colour for _, colour in headers}
 
 
@@ -403,14 +405,16 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         raise DatasetError(f"{spec.key}: test/ has class folder(s) {', '.join(unknown)} that train/ lacks")
     paths = {"train": [(f, c) for c, fs in train_files.items() for f in fs],
              "test": [(f, c) for c, fs in test_files.items() for f in fs]}
-    headers = [_header(f, spec.key) for split in paths.values() for f, _ in split]
-    if not headers:
+    files = [f for split in paths.values() for f, _ in split]
+    if not files:
         raise DatasetError(f"{spec.key}.path: {root} holds no images ({', '.join(IMAGE_SUFFIXES)})")
-    check_one_shape(spec, {hw for hw, _ in headers}, {colour for _, colour in headers})
-    rgb = spec.image_mode == "rgb" if spec.image_mode else headers[0][1]
+    sizes, colours = image_shapes(spec, files)
+    check_one_shape(spec, sizes, colours)
+    # past the check, an undeclared size or mode is the one every image shares
+    rgb = spec.image_mode == "rgb" if spec.image_mode else colours.pop()
     size = spec.image_size
-    shape = size or headers[0][0]
-    stream = len(headers) * shape[0] * shape[1] * (3 if rgb else 1) > STREAM_BYTES
+    shape = size or sizes.pop()
+    stream = len(files) * shape[0] * shape[1] * (3 if rgb else 1) > STREAM_BYTES
     if stream:  # on disk: decoded a batch at a time where they are read (features, subsets)
         read = partial(_folder_image, size=size, rgb=rgb, key=spec.key)
         x = {s: ImageFiles([f for f, _ in paths[s]], shape, spec.key, grey=not rgb, read=read) for s in paths}
@@ -433,7 +437,7 @@ def load_image_folder(spec: FileDataset) -> Dataset:
         )
     y_train = np.asarray([classes.index(c) for _, c in paths["train"]], dtype=np.int64)
     y_test = np.asarray([classes.index(c) for _, c in paths["test"]], dtype=np.int64)
-    source = f"image folder {root.name}/ ({len(headers)} images, {'RGB' if rgb else 'grey'}"
+    source = f"image folder {root.name}/ ({len(files)} images, {'RGB' if rgb else 'grey'}"
     source += f", resized to {size[0]}x{size[1]})" if size else ")"
     if not has_test:  # by each image's pixels as read and its class name, before any resizing
         train_idx, test_idx = _split(spec, as_read, [c for _, c in paths["train"]])
