@@ -179,6 +179,16 @@ def test_declared_classes_are_the_label_space_in_their_order(image_folder, tmp_p
         _spec("n", **ints, classes=[1, 2]).load()
 
 
+def test_undeclared_integer_labels_are_classes_by_value():
+    """What `dphpo init` reads before any classes are declared: integer labels name their classes, so
+    stars 1..5 or labels -1/1 are classes of their own, never indices that leave a class without examples."""
+    y_train, y_test, classes = files.encode_labels([5, 1, 3, 1, 5], [3], "t")
+    assert classes == ["1", "3", "5"] and y_train.tolist() == [2, 0, 1, 0, 2] and y_test.tolist() == [1]
+    assert files.encode_labels([-1, 1, 1], [-1], "t")[2] == ["-1", "1"]
+    with pytest.raises(DatasetError, match=r"integer labels index the declared classes, so must be 0..K-1, found -1"):
+        files.encode_labels([-1, 1], [], "t", ["neg", "pos"])
+
+
 @pytest.mark.parametrize("folder", ["grey_with_test", "grey_split", "mixed_with_test", "mixed_split"])
 def test_a_folder_too_large_for_memory_stays_on_disk_and_reads_the_same(image_folder, tmp_path, monkeypatch, folder):
     if folder.startswith("mixed"):

@@ -13,6 +13,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 
 from dphpo.cli import main as dphpo
+from dphpo.data.files import FileDataset
 
 from test_workflow import REPO, snakemake
 
@@ -172,3 +173,21 @@ def test_init_says_where_many_classes_leave_the_first_stage_without_signal(tmp_p
     assert snr[1] < STAGE_SNR <= snr[2]
     assert "at target eps 1 the stage trials cannot rank r" in printed
     assert f"stage 1 at eps=0.1 has mu_1*N/sqrt(P) = {snr[1]:.3g}" in printed
+
+
+def test_init_reads_star_ratings_as_five_classes_by_value(tmp_path, capsys):
+    """Integer labels 1..5 in a `stars` column: init finds the column and declares five classes by value
+    (not six with an empty 0, which the loader would refuse), and the study reads them in that order."""
+    with open(tmp_path / "ratings.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "stars"])
+        writer.writerows([f"review {i}", 1 + i % 5] for i in range(200))
+    out = tmp_path / "ratings.yaml"
+    assert dphpo(["init", "--texts", str(tmp_path / "ratings.csv"), "--out", str(out)]) == 0
+    assert "5 classes (1, 2, 3, 4, 5)" in capsys.readouterr().out
+    section = yaml.safe_load(out.read_text())["datasets"]["ratings"]
+    assert section["label_field"] == "stars" and section["classes"] == ["1", "2", "3", "4", "5"]
+    assert dphpo(["check-config", str(out)]) == 0
+    ds = FileDataset.from_config("ratings", section).load()
+    stars = [1 + int(t.split()[1]) % 5 for t in ds.train_inputs]
+    assert ds.train_labels.tolist() == [s - 1 for s in stars]  # by value: 1 is the first class

@@ -43,7 +43,7 @@ COPIED = ("search_space", "training", "selection", "linear_scaling", "variants")
 #: and Papernot-Steinke, the private random search with a random number of trials.
 BASELINES = ["random_search", "grid_oracle", "papernot_steinke"]
 TEXT_COLUMNS = ("text", "sentence", "content", "review", "body", "tweet")
-LABEL_COLUMNS = ("label", "labels", "class", "target", "y", "category", "sentiment")
+LABEL_COLUMNS = ("label", "labels", "class", "target", "y", "category", "sentiment", "rating", "stars")
 
 
 @dataclass(frozen=True)

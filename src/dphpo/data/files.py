@@ -15,7 +15,7 @@ Three kinds, each checked before any job with the key and the file named:
 The label set is public and declared (`classes`, which `dphpo init` writes): labels are mapped onto it
 in its order (`encode_labels`), and a label outside it is refused. Read off the data, one
 record with a new label would add a column to every released model. Undeclared (a library call, `dphpo
-init`'s inspection), string labels become classes in sorted order and integers 0..K-1. The content
+init`'s inspection), labels become classes in sorted order (integers by value: stars 1..5 are five). The content
 checksum covers the files by relative path and bytes, never their location or mtimes: moving the
 data changes nothing, editing one file changes the checksum.
 
@@ -249,19 +249,21 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
                   declared: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Labels as indices into the class list: the `declared` classes in their order (integer labels are
     looked up by value where every declared name is an integer, `classes: [1, 2, 3]`, else they index
-    the names, `classes: [neg, pos]`; a label outside them is refused), else integers 0..max or the
-    sorted strings. Every class needs training examples."""
+    the names, `classes: [neg, pos]`; a label outside them is refused), else the distinct labels in
+    sorted order (integers by value: stars 1..5 are five classes, not six with an empty 0). Every class
+    needs training examples."""
     values = list(train) + list(test)
     by_position = False  # integer labels index the class list (0..K-1), not name it
     if all(_is_integer(v) for v in values):
-        if declared is not None and all(str(c).lstrip("-").isdigit() for c in declared):
-            classes, index = list(declared), {int(c): i for i, c in enumerate(declared)}
+        if declared is None or all(str(c).lstrip("-").isdigit() for c in declared):
+            classes = list(declared) if declared is not None else [str(c) for c in sorted(set(values))]
+            index = {int(c): i for i, c in enumerate(classes)}
         else:
             if values and min(values) < 0:
-                raise DatasetError(f"{where}: integer labels must be 0..K-1, found {min(values)}")
+                raise DatasetError(f"{where}: integer labels index the declared classes, so must be 0..K-1, "
+                                   f"found {min(values)}")
             by_position = True
-            k = len(declared) if declared is not None else int(max(values)) + 1 if values else 0
-            classes, index = list(declared) if declared is not None else [str(c) for c in range(k)], {c: c for c in range(k)}
+            classes, index = list(declared), {c: c for c in range(len(declared))}
     elif all(isinstance(v, str) for v in values):
         classes = list(declared) if declared is not None else sorted(set(values))
         index = {c: i for i, c in enumerate(classes)}
