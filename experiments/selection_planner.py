@@ -13,6 +13,7 @@ mean ± std over seeds, and the worst seed, per target ε.
         --features results/features/synthetic_shapes/efficientnet_lite0.h5 --sizes 500,1000,5000 --eps 0.1,0.25,0.5,1,2,4,8
     .venv/bin/python experiments/selection_planner.py --dataset wordnet_minilm --noise planned_each \
         --sizes 500,1000,5000,60000 --eps 0.1,0.25,0.5,1,2,4,8   # after experiments/wordnet_glosses.py
+    # docs/methods.md §3's small-N table: each proxy with --sizes 500,1000 --seeds 100 --noise planned_each
 """
 
 from __future__ import annotations
