@@ -166,5 +166,5 @@ def test_check_config_names_file_and_line_where_snakemake_says_only_invalid_yaml
     override = _config_files(tmp_path, seeds=[3])[1]
     assert dphpo(["check-config", str(TINY), str(override)]) == 0
     out = capsys.readouterr().out
-    assert "valid (1 vision study; 20 vision result files)" in out  # 10 searches × 1 seed × 2 targets
+    assert "1 linear-head study on frozen features: " in out and "; 20 linear-head result files)" in out  # 10 searches × 1 seed × 2 targets
     assert f"snakemake --cores all --configfile {TINY} {override}" in out

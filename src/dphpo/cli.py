@@ -806,8 +806,10 @@ def _check_config(args: argparse.Namespace) -> int:
     config = load_config(args.configfile)  # ConfigError naming file and line, or the key: exit 2
     files = math.prod(study_config.result_file_count(config))
     language = len(study_config.language_studies(config))
-    print(f"{' '.join(args.configfile)}: valid ({len(config['studies'])} vision stud{'y' if len(config['studies']) == 1 else 'ies'}"
-          f"{f', {language} language' if language else ''}; {files:,} vision result files)")
+    heads = [f"{study['dataset']} x {study['extractor']}" for study in config["studies"]]
+    print(f"{' '.join(args.configfile)}: valid ({len(heads)} linear-head stud{'y' if len(heads) == 1 else 'ies'} on "
+          f"frozen features: {', '.join(heads)}{f'; {language} language' if language else ''}; "
+          f"{files:,} linear-head result files)")
     print("run it: snakemake --cores all --configfile " + " ".join(args.configfile))
     return 0
 

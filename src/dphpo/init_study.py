@@ -97,7 +97,7 @@ def common_shape(name: str, section: dict, embedded: dict) -> dict:
 def inspect_data(name: str, section: dict) -> Inspection:
     """Load the data as the workflow will (FileDataset: layout, labels, classes, split), raising its errors."""
     ds = FileDataset.from_config(name, section).load()
-    classes = list(ds.classes or [str(c) for c in range(ds.num_classes)])
+    classes = list(ds.classes)  # file data always name their classes (declared, folders, or label values)
     width = int(ds.train_inputs.shape[1]) if section["kind"] == "features" else None
     return Inspection(name, section["kind"], ds.n_train, ds.n_test, classes, ds.source, width)
 

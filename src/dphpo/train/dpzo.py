@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
@@ -31,7 +30,7 @@ from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch, require_resolved
 from dphpo.train.noise import DrawAhead, standard_normal, to_device
-from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
+from dphpo.train.task_trainer import TaskTrainer, check_precision, forward_losses, run_trace, training_dtype
 
 
 @dataclass(frozen=True)
@@ -149,13 +148,7 @@ def train_dpzo(
             g = (total + noise) / (q * n_public)
             _perturb(params, direction, -lr * g)
             batches.append(int(idx.numel()))
-    return model.eval(), {
-        "steps": int(steps),
-        "sample_rate": q,
-        "mean_batch": float(np.mean(batches)),
-        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
-        "precision": dtype_name(dtype),
-    }
+    return model.eval(), run_trace(steps, q, batches, clipped, dtype)
 
 
 class DPZOTrainer(TaskTrainer):

@@ -36,7 +36,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
@@ -46,7 +45,7 @@ from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch, require_resolved
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
-from dphpo.train.task_trainer import TaskTrainer, check_precision, dtype_name, forward_losses, training_dtype
+from dphpo.train.task_trainer import TaskTrainer, check_precision, forward_losses, run_trace, training_dtype
 
 CLIPPING = ("ghost", "hooks")
 OPTIMIZERS = ("sgd", "adam")
@@ -315,13 +314,7 @@ def train_dp(
         draws.close()
         pool.close()
         model = unwrap(module) if private else model
-    return model.eval(), {
-        "steps": int(steps),
-        "sample_rate": q,
-        "mean_batch": float(np.mean(batches)),
-        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
-        "precision": dtype_name(dtype),
-    }
+    return model.eval(), run_trace(steps, q, batches, clipped, dtype)
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,6 +58,19 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def run_trace(steps: int, sample_rate: float, batches: list[int], clipped: list, dtype: torch.dtype) -> dict:
+    """A language run's trace (internal logs only: its mean batch size is a private statistic): the steps,
+    q, the mean Poisson batch, the mean fraction of clipped examples (None when nothing was clipped) and
+    the forward passes' precision."""
+    return {
+        "steps": int(steps),
+        "sample_rate": sample_rate,
+        "mean_batch": float(np.mean(batches)),
+        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
+        "precision": dtype_name(dtype),
+    }
+
+
 def forward_losses(example_losses, dtype: torch.dtype, device: torch.device):
     """`example_losses(module, idx)` with its forward pass in `dtype`: itself in fp32; under bf16 autocast
     on `device`, the losses cast to fp32. Each call opens its own autocast region: autocast caches its bf16
