@@ -270,6 +270,34 @@ def test_a_class_without_training_examples(image_folder):
         _spec("mine", kind="image_folder", path=str(image_folder)).load()
 
 
+def test_hidden_folders_and_files_are_neither_classes_nor_images(image_folder):
+    """What tools leave in a folder (a thumbnail cache, an empty .ipynb_checkpoints/, macOS' ._x.png
+    AppleDouble files, which are not images) is skipped: same classes, same records, same checksum."""
+    before = _spec("mine", kind="image_folder", path=str(image_folder)).load()
+    thumbs = image_folder / "train" / ".thumbs"
+    thumbs.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(thumbs / "t.png")
+    (image_folder / "train" / ".ipynb_checkpoints").mkdir()
+    (image_folder / "train" / "class_0" / "._0.png").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    after = _spec("mine", kind="image_folder", path=str(image_folder)).load()
+    assert after.classes == before.classes and after.n_train == before.n_train
+    assert after.checksum == before.checksum
+
+
+def test_sixteen_bit_grey_keeps_its_range_and_float_images_are_refused(image_folder):
+    """A 16-bit grey image (microscopy, medical) maps 0..65535 onto 0..255 by a fixed division, not PIL's
+    convert("L"), which clips everything above 255 to white; a 32-bit float image has no fixed range: refused."""
+    wide = np.arange(64, dtype=np.uint16).reshape(8, 8) * 1000
+    for path in (image_folder / "train").rglob("*.png"):
+        Image.fromarray(wide).save(path)
+    ds = _spec("mine", kind="image_folder", path=str(image_folder)).load()
+    assert ds.train_inputs[0].tolist() == (wide // 257).astype(np.uint8).tolist()
+    one = next((image_folder / "train").rglob("*.png"))
+    Image.fromarray(wide.astype(np.float32)).save(one.with_suffix(".tif"))
+    with pytest.raises(DatasetError, match=r"\.tif is 32-bit float, whose range is not fixed"):
+        _spec("mine", kind="image_folder", path=str(image_folder)).load()
+
+
 def test_an_unreadable_or_empty_image(image_folder):
     bad = image_folder / "train" / "class_0" / "broken.png"
     bad.write_bytes(b"not a png")

@@ -191,3 +191,45 @@ def test_init_reads_star_ratings_as_five_classes_by_value(tmp_path, capsys):
     ds = FileDataset.from_config("ratings", section).load()
     stars = [1 + int(t.split()[1]) % 5 for t in ds.train_inputs]
     assert ds.train_labels.tolist() == [s - 1 for s in stars]  # by value: 1 is the first class
+
+
+@pytest.mark.parametrize("n_train", [20_000, 150_000])
+def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_path, capsys, n_train):
+    """Above 10,000 records init picks delta below 1e-5, where the embedded cap of 60 Papernot–Steinke trials
+    would cost more than 1 % of delta at eps = 8 (the plan refused: init wrote no config for any N > 10,000).
+    Init raises each copied cap to the smallest that fits, and the config passes check-config."""
+    from dphpo.errors import InfeasibleBudgetError
+    from dphpo.hpo.papernot_steinke import PSConfig, truncation_delta
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "big.npz", train_x=rng.normal(size=(n_train, 4)).astype(np.float32), train_y=np.arange(n_train) % 2,
+             test_x=rng.normal(size=(100, 4)).astype(np.float32), test_y=np.arange(100) % 2)
+    out = tmp_path / "big.yaml"
+    assert dphpo(["init", "--features", str(tmp_path / "big.npz"), "--out", str(out)]) == 0
+    config = yaml.safe_load(out.read_text())
+    delta = config["privacy"]["delta"]
+    assert delta == (1e-6 if n_train < 100_000 else 1e-7)
+    for method in ("papernot_steinke", "koskela"):
+        psc = PSConfig.from_section(config["baselines"][method], "grid", method)
+        assert psc.max_trials > 60
+        truncation_delta(psc, 8.0, delta, method)  # fits
+        tighter = PSConfig.from_section(config["baselines"][method] | {"max_trials": psc.max_trials - 1}, "grid", method)
+        with pytest.raises(InfeasibleBudgetError):  # and is the smallest that does
+            truncation_delta(tighter, 8.0, delta, method)
+    assert dphpo(["check-config", str(out)]) == 0
+
+
+def test_check_config_reads_the_users_files_whole_before_any_job(tmp_path, capsys):
+    """The config stage checks paths and columns; `dphpo check-config` also reads the files as the feature
+    job will, so a label the declared classes lack (a row added after init) is refused there, not hours later."""
+    table = tmp_path / "notes.csv"
+    rows = [["text", "label"]] + [[f"note {i}", "ab"[i % 2]] for i in range(100)]
+    table.write_text("".join(",".join(r) + "\n" for r in rows))
+    out = tmp_path / "notes.yaml"
+    assert dphpo(["init", "--texts", str(table), "--out", str(out)]) == 0
+    assert dphpo(["check-config", str(out)]) == 0
+    assert "datasets.notes: text table notes.csv" in capsys.readouterr().out
+    with open(table, "a") as fh:
+        fh.write("note 100,zz\n")
+    assert dphpo(["check-config", str(out)]) == 2
+    assert "zz" in capsys.readouterr().err

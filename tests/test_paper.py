@@ -275,7 +275,7 @@ def test_every_table_is_written_in_four_formats_with_its_total_eps_and_selection
         assert any(c.startswith("total ε") for c in columns), name
         assert any(c.startswith("selection") for c in columns), name
         md = (workdir / "results" / "tables" / f"{name}.md").read_text()
-        assert "Seed 000 Table" in md
+        assert "Panda et al. Table" in md
         assert "\\begin{tabular}" in (workdir / "results" / "tables" / f"{name}.tex").read_text()
 
 

@@ -110,7 +110,7 @@ def test_statement_composes_every_release_about_the_dataset(tree, tmp_path):
     largest = max(r["eps"] for r in digits["releases"])
     assert digits["composed"]["eps"] > 2 * largest  # 4 releases at ε = 8 each cannot cost 8 together
     text = (tmp_path / "b" / STATEMENT).read_text()
-    assert f"All {len(digits['releases'])} releases together:** ({digits['composed']['eps']:.4g}, 1e-05)-DP" in text
+    assert f"All {len(digits['releases'])} DP releases together:** ({digits['composed']['eps']:.4g}, 1e-05)-DP" in text
     for words in ("Privacy unit:** one record of its training split", "Adjacency:** add_remove", "Treated as public:**",
                   "the test split", "n = 1400", statement["noise_key_fingerprint"]):
         assert words in text
@@ -139,8 +139,17 @@ def test_nonprivate_only_when_asked_and_stated_as_infinite(tree, tmp_path):
     (digits,) = read_json(tmp_path / "b" / STATEMENT_JSON)["datasets"]
     assert {r["method"] for r in digits["nonprivate"]} == {"nonprivate", "grid_oracle"}
     assert all(r["eps"] == "inf" for r in digits["nonprivate"])
-    assert "**Not private**" in (tmp_path / "b" / STATEMENT).read_text()
+    text = (tmp_path / "b" / STATEMENT).read_text()
+    assert "**Not private**" in text
+    # the DP releases compose to a finite ε, but the bundle as a whole protects nobody
+    assert digits["bundle_eps"] == "inf" and "**This whole bundle:** ε = ∞" in text
     assert verify_bundle(tmp_path / "b") == []
+    statement = read_json(tmp_path / "b" / STATEMENT_JSON)  # a statement that hides the ∞ is caught
+    statement["datasets"][0]["bundle_eps"] = statement["datasets"][0]["composed"]["eps"]
+    statement.pop(SEAL_KEY, None)
+    write_json(tmp_path / "b" / STATEMENT_JSON, statement)
+    write_manifest(tmp_path / "b")
+    assert any("costs ε = ∞" in p for p in verify_bundle(tmp_path / "b"))
 
 
 def test_verify_release_fails_the_raw_tree_and_passes_the_bundle(tree, bundle, capsys):
@@ -194,6 +203,22 @@ def test_release_refuses_an_unsafe_output_folder(tree, bundle, capsys):
     assert "not empty" in capsys.readouterr().err
     assert main(["release", str(tree), str(tree / "bundle")]) == 2
     assert "inside RESULTS_DIR" in capsys.readouterr().err
+    a_file = bundle.parent / "a_file"
+    a_file.write_text("")
+    assert main(["release", str(tree), str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_a_failed_build_leaves_no_half_bundle(tree, tmp_path, monkeypatch):
+    import dphpo.release as release
+
+    def broken(*args, **kwargs):
+        raise KeyError("test_accuracy")
+
+    monkeypatch.setattr(release, "build_tables", broken)
+    with pytest.raises(KeyError):
+        build_bundle(tree, tmp_path / "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_own_data_must_declare_its_test_split_public(tmp_path):

@@ -756,7 +756,7 @@ def _release(args: argparse.Namespace) -> int:
     for d in statement["datasets"]:
         c = d["composed"]
         print(f"{d['dataset']}: {len(d['releases'])} DP release(s), all together ({c['eps']:.4g}, {c['delta']:.3g})-DP"
-              + (f"; {len(d['nonprivate'])} non-private (ε = ∞)" if d["nonprivate"] else ""))
+              + (f"; {len(d['nonprivate'])} non-private (ε = ∞): the whole bundle costs ε = ∞" if d["nonprivate"] else ""))
     print(f"bundle written to {args.out_dir}: publish it whole; PRIVACY.md states what it costs; "
           f"check it with `dphpo verify --release {args.out_dir}`")
     return 0
@@ -800,6 +800,7 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    from dphpo.data.files import FileDataset, file_section
     from dphpo.studies import config as study_config
     from dphpo.studies.validate import load_config
 
@@ -810,6 +811,12 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"{' '.join(args.configfile)}: valid ({len(heads)} linear-head stud{'y' if len(heads) == 1 else 'ies'} on "
           f"frozen features: {', '.join(heads)}{f'; {language} language' if language else ''}; "
           f"{files:,} linear-head result files)")
+    for name in sorted({study["dataset"] for study in config["studies"]}):
+        section = file_section(config, name)
+        if section is not None:  # the user's files, read whole as the feature job will: labels, classes, images
+            ds = FileDataset.from_config(name, section).load()
+            print(f"datasets.{name}: {ds.source}: {ds.n_train:,} train / {ds.n_test:,} test records, "
+                  f"{ds.num_classes} classes, every file readable")
     print("run it: snakemake --cores all --configfile " + " ".join(args.configfile))
     return 0
 

@@ -22,6 +22,7 @@ from dphpo.data.files import FileDataset, image_shapes, table_columns
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import get_extractor
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
+from dphpo.hpo.papernot_steinke import PSConfig, fitting_max_trials
 from dphpo.hpo.selection import AUTO, selection_rule
 from dphpo.io import write_text
 from dphpo.studies.checks import load_config_file
@@ -42,6 +43,8 @@ COPIED = ("search_space", "training", "selection", "linear_scaling", "variants")
 #: tuning method must beat), the grid search selected on test (a non-private HPO ceiling, labelled so)
 #: and Papernot-Steinke, the private random search with a random number of trials.
 BASELINES = ["random_search", "grid_oracle", "papernot_steinke"]
+#: Baselines that draw a random number of trials and cap it (their sections share these keys).
+TRIAL_CAPPED = ("papernot_steinke", "koskela")
 TEXT_COLUMNS = ("text", "sentence", "content", "review", "body", "tweet")
 LABEL_COLUMNS = ("label", "labels", "class", "target", "y", "category", "sentiment", "rating", "stars")
 
@@ -135,7 +138,19 @@ def new_config(found: Inspection, section: dict, embedded: dict, namespace: str 
     config["selection"] = dict(config.get("selection") or {}) | {"noise_std": AUTO}
     config["baselines"] = copy.deepcopy(embedded["baselines"]) | {"methods": list(BASELINES)}
     config["baselines"].pop("oso_dpsgd_cnn", None)  # opt-in raw-pixel CNN: not for a first study
+    size_trial_caps(config)
     return config
+
+
+def size_trial_caps(config: dict) -> None:
+    """Raise the copied caps on the number of random trials (Papernot–Steinke, Koskela) where the config's
+    δ is smaller than the embedded one: a cap costs δ_cap = (1 + e^ε)·P[K > cap], at most 1 % of δ."""
+    eps, delta = max(config["privacy"]["target_eps"]), float(config["privacy"]["delta"])
+    for method in TRIAL_CAPPED:
+        section = config["baselines"].get(method)
+        if section is not None:
+            psc = PSConfig.from_section(section, "grid", f"baselines.{method}")
+            section["max_trials"] = fitting_max_trials(psc, eps, delta)
 
 
 def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) -> dict:

@@ -179,6 +179,8 @@ class DatasetStatement:
             "adjacency": self.adjacency(),
             "public": self.public_parts(),
             "composed": self.composed(),
+            # what the whole bundle costs the dataset: infinite once a non-private release is in it
+            "bundle_eps": "inf" if self.references else self.composed()["eps"],
             "releases": [{"file": r.rel, "method": r.record.get("method"), "eps": r.record.get("total_eps"),
                           "delta": r.record.get("total_delta")} for r in self.releases],
             "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"} for r in self.references],
@@ -251,6 +253,8 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     root, out = Path(results_dir), Path(out_dir)
     if not root.is_dir():
         raise ConfigError(f"RESULTS_DIR {root} is not a directory")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"OUT_DIR {out} is a file: a bundle is written into a new folder")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"OUT_DIR {out} exists and is not empty: a bundle is written into a new folder")
     if out.resolve().is_relative_to(root.resolve()):
@@ -267,6 +271,19 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     final, out = out, out.with_name(f".{out.name}.partial")  # built aside, renamed when complete
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    try:
+        statement = _write_bundle(root, out, chosen, include_nonprivate, config)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # a failed build leaves nothing behind
+        raise
+    if final.exists():
+        final.rmdir()  # empty (checked above)
+    out.rename(final)
+    return statement
+
+
+def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonprivate: bool, config: dict | None) -> dict:
+    """Copy the chosen releases and models into `out`, then the tables, the statement and the MANIFEST."""
     for r in chosen:
         for rel in (r.rel, r.model_rel):
             if rel:
@@ -283,9 +300,6 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     write_text(out / STATEMENT, statement_markdown(statement))
     write_text(out / REPORT, report_html(out, statement, tables))
     write_manifest(out)
-    if final.exists():
-        final.rmdir()  # empty (checked above)
-    out.rename(final)
     return statement
 
 
@@ -327,8 +341,8 @@ def statement_markdown(statement: dict) -> str:
         "",
         "Every model and number in this bundle is a differentially private release, unless listed under "
         "'not private' below. Each release's (ε, δ) includes its whole hyperparameter search. Releases "
-        "about the same dataset compose: the line 'all releases together' is what this whole bundle "
-        "costs that dataset's records.",
+        "about the same dataset compose: the line 'this whole bundle' is what publishing all of it costs "
+        "that dataset's records (ε = ∞ where it holds a non-private release).",
         "",
         f"Noise key fingerprint: `{statement.get('noise_key_fingerprint')}` (identifies the secret key; reveals nothing of it).",
         "",
@@ -340,8 +354,11 @@ def statement_markdown(statement: dict) -> str:
             "",
             f"- **Privacy unit:** {d['unit']}.",
             f"- **Adjacency:** {d['adjacency']} (neighbouring datasets differ in that one record).",
-            f"- **All {len(d['releases'])} releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
+            f"- **All {len(d['releases'])} DP releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
             f"({c['accountant']}; a shared search counted once).",
+            "- **This whole bundle:** " + (f"ε = ∞: it also holds {len(d['nonprivate'])} non-private release(s) about "
+                                            f"{d['dataset']} (below), which protect nobody." if d["nonprivate"]
+                                            else f"({_eps(c['eps'])}, {c['delta']:.3g})-DP."),
             "- **Treated as public:** " + ("; ".join(d["public"]) or "nothing") + ".",
             "",
             "| release | method | ε | δ |",
@@ -463,6 +480,9 @@ def _verify_statement(bundle: Path) -> list[str]:
                             f"{eps:.6g} ({how})")
         if f"({_eps(claimed)}, " not in text:
             problems.append(f"{STATEMENT}: does not state {st.dataset}'s composed ε {_eps(claimed)}")
+        if st.references and (d.get("bundle_eps") != "inf" or "**This whole bundle:** ε = ∞" not in text):
+            problems.append(f"{STATEMENT_JSON}/{STATEMENT}: the bundle holds non-private releases about {st.dataset} "
+                            "but does not state that publishing it costs ε = ∞")
     for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):
         problems.append(f"{STATEMENT_JSON}: states dataset {name}, which has no release in the bundle")
     return problems

@@ -1,4 +1,4 @@
-"""Seed 000 Fig. 4: perplexity and total step size vs eps, the rule against the grid."""
+"""Panda et al. Fig. 4: perplexity and total step size vs eps, the rule against the grid."""
 
 import logging
 

@@ -300,7 +300,9 @@ def _split(spec: FileDataset, records: Sequence[Any], labels: Sequence[Any]) -> 
 
 
 #: PIL modes read as grey (one channel); every other mode is read as RGB
-GREY_MODES = ("L", "1", "I", "I;16", "F")
+GREY_MODES = ("L", "1", "I", "I;16", "I;16L", "I;16B", "I;16N", "F")
+#: Grey modes without a fixed range: scaling them by their own values would make a pixel depend on others.
+WIDE_GREY_MODES = {"I": "32-bit integer", "F": "32-bit float"}
 #: a folder whose images, decoded to their common shape, would take more bytes than this stays on disk
 #: (`ImageFiles`, decoded a batch at a time) instead of becoming one array
 STREAM_BYTES = 2 << 30
@@ -311,7 +313,13 @@ def _read_image(path: Path, key: str) -> np.ndarray:
     try:
         with Image.open(path) as im:
             im.load()
-            arr = np.asarray(im.convert("L" if im.mode in GREY_MODES else "RGB"), dtype=np.uint8)
+            if im.mode in WIDE_GREY_MODES:
+                raise DatasetError(f"{key}: image {path} is {WIDE_GREY_MODES[im.mode]}, whose range is not fixed: "
+                                   "convert the images to 8- or 16-bit (scaling by one public range for all of them)")
+            if im.mode.startswith("I;16"):  # 16-bit grey: the full range 0..65535 onto 0..255 (convert("L") clips at 255)
+                arr = (np.asarray(im, dtype=np.uint32) // 257).astype(np.uint8)
+            else:
+                arr = np.asarray(im.convert("L" if im.mode in GREY_MODES else "RGB"), dtype=np.uint8)
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise DatasetError(f"{key}: cannot read image {path} ({exc})") from None
     if arr.size == 0:
@@ -359,9 +367,16 @@ class _ImagesAsRead(Sequence):
         return _read_image(self.files[i], self.key)
 
 
+def _hidden(path: Path, root: Path) -> bool:
+    """A name below `root` starting with '.': .ipynb_checkpoints/, .thumbs/, macOS' ._x.png (AppleDouble, no image)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def _image_files(folder: Path, key: str) -> dict[str, list[Path]]:
-    classes = sorted(p for p in folder.iterdir() if p.is_dir())
-    files = {c.name: sorted(f for f in c.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES) for c in classes}
+    """{class: its image files} of train/ or test/: class folders and files whose names start with '.' skipped."""
+    classes = sorted(p for p in folder.iterdir() if p.is_dir() and not _hidden(p, folder))
+    files = {c.name: sorted(f for f in c.rglob("*") if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES
+                            and not _hidden(f, folder)) for c in classes}
     if not files:
         raise DatasetError(f"{key}.path: {folder} holds no class folders (expected {folder.name}/<class>/<image>)")
     return files

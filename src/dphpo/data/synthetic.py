@@ -1,6 +1,6 @@
 """`synthetic_shapes`: procedurally generated public images that do not resemble real images.
 
-Seed 000, App. A ("CIFAR training from scratch without public data") linear-probes a WideResNet-16-4
+Panda et al. (shared/seeds/000), App. A ("CIFAR training from scratch without public data") linear-probes a WideResNet-16-4
 pretrained on synthetic images that never saw a real photo (Tang et al. 2023, after Baradad et al.
 2021, "Learning to see by looking at noise"). This module is our offline, deterministic stand-in for
 such data: every image is

@@ -195,6 +195,16 @@ def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str)
     }
 
 
+def fitting_max_trials(psc: PSConfig, target_eps: float, delta: float) -> int:
+    """The smallest cap, at least `psc.max_trials`, whose truncation δ_cap = (1 + e^ε)·P[K > cap] fits in
+    truncation_delta_fraction·δ at `target_eps` (`dphpo init` sizes the copied cap for its own δ with it)."""
+    allowed = psc.truncation_delta_fraction * delta / (1.0 + math.exp(target_eps))
+    cap = psc.max_trials
+    while psc.k_dist.tail(cap) > allowed:
+        cap += 1
+    return cap
+
+
 def trial_selection(psc: PSConfig, selection: SelectionRule, target_eps: float) -> SelectionRule:
     """The selection of one target's trials (`selection.noise_std: auto`: planned for the mean number
     of trials, each releasing one score)."""

@@ -190,7 +190,7 @@ def build_csv_table(rows: list[dict], config: Mapping | None = None) -> Table:
 
 
 def build_table3(rows: list[dict]) -> Table:
-    """Seed 000 Table 3 layout: random / oracle / ours / RERR per study and target ε."""
+    """Panda et al.'s Table 3 layout: random / oracle / ours / RERR per study and target ε."""
     by_key: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in rows:
         by_key[(r["dataset"], r["extractor"], r["target ε"])][r["method_id"]] = r
@@ -211,7 +211,7 @@ def build_table3(rows: list[dict]) -> Table:
         )
     cols = ["dataset", "extractor", "target ε", "random search (%)", "oracle, non-private HPO (%)", "linear scaling (%)", "RERR (%)"]
     caption = (
-        "Seed 000 Table 3 layout: RERR = (ours − random)/(oracle − random). Accuracies: mean ± std over seeds; "
+        "Panda et al.'s Table 3 layout: RERR = (ours − random)/(oracle − random). Accuracies: mean ± std over seeds; "
         "target ε: the total ε per run (one seed's run, search included) of random search and ours; the oracle's "
         "search is not accounted."
     )

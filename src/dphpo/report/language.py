@@ -186,7 +186,7 @@ def build_table6(config: dict, rd: Reader) -> Table:
         if s:
             rows.append({"study": study, "target ε": math.inf, "method": METHOD_LABELS[NONPRIVATE], "test accuracy (%)": s["metric"],
                          "r = η·T": s["r = η·T"], "total ε (incl. search)": math.inf, "HPO cost": s["HPO cost"]})
-    return Table(cols, rows, caption="Seed 000: RoBERTa-base, full fine-tuning on GLUE.")
+    return Table(cols, rows, caption="Panda et al.: RoBERTa-base, full fine-tuning on GLUE.")
 
 
 def build_lm_rows(config: dict, rd: Reader, studies: list[str], paper: dict) -> list[dict]:
@@ -219,13 +219,13 @@ def build_table7(config: dict, rd: Reader) -> Table:
     rows = build_lm_rows(config, rd, _studies_of(config, "table7"), SEED000_TABLE7)
     rows += [{"study": "Li et al. (2022b), quoted by Panda et al.", "target ε": e, "method": "prior work", "Panda et al. ppl": p}
              for e, p in LI_ET_AL_2022.items()]
-    return Table(LM_COLS, rows, caption="Seed 000: GPT-2, all layers, PersonaChat, δ = 1/(2|D|).")
+    return Table(LM_COLS, rows, caption="Panda et al.: GPT-2, all layers, PersonaChat, δ = 1/(2|D|).")
 
 
 def build_table8(config: dict, rd: Reader) -> Table:
     rows = build_lm_rows(config, rd, _studies_of(config, "table8"), SEED000_TABLE8)
     return Table(LM_COLS, rows, caption=(
-        "Seed 000: GPT-2 on WikiText-2 (δ = 1e-6) and Enron (δ = 1/(2|D|)); the rule's TSS is extrapolated (Panda et al. marks it *) "
+        "Panda et al.: GPT-2 on WikiText-2 (δ = 1e-6) and Enron (δ = 1/(2|D|)); the rule's TSS is extrapolated (Panda et al. marks it *) "
         "for every final run."))
 
 
@@ -293,7 +293,7 @@ def build_table20(config: dict, rd: Reader) -> Table:
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
             rows.append({"layers trained": label, "study": study, "target ε": math.inf, "perplexity": s["metric"], "total ε (incl. search)": math.inf})
-    return Table(cols, rows, caption="Seed 000: GPT-2 on PersonaChat; embeddings and the last LayerNorm trainable in every row.")
+    return Table(cols, rows, caption="Panda et al.: GPT-2 on PersonaChat; embeddings and the last LayerNorm trainable in every row.")
 
 
 def build_table17(config: dict, rd: Reader) -> Table:
@@ -337,7 +337,7 @@ def write(config: dict, name: str, md: str, csv_path: str, tex: str, html_path: 
 
 
 def figure4(config: dict, path: str) -> None:
-    """Seed 000 Fig. 4: (a) test perplexity vs ε, (b) total step size vs ε — the rule (search included)
+    """Panda et al. Fig. 4: (a) test perplexity vs ε, (b) total step size vs ε — the rule (search included)
     against the grid oracle (each grid point at the given ε, best on test, search not accounted)."""
     import matplotlib
 

@@ -133,7 +133,7 @@ def build_table2(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["setting", "dataset", "extractor", "method", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "test accuracy (%)", "selection", "Panda et al. (%)"]
     caption = (
-        f"Seed 000 Table 2 at target ε = {p.eps:g} (δ = {p.delta:g}): linear probing with a feature extractor pretrained "
+        f"Panda et al. Table 2 at target ε = {p.eps:g} (δ = {p.delta:g}): linear probing with a feature extractor pretrained "
         "on public data (Koskela & Kulkarni, Papernot & Steinke, ours) and without public data (random search, the "
         "grid-search oracle, ours). 'total ε (incl. search)' is the ε of every release composed (max over seeds); the "
         "oracle's covers only its released run."
@@ -168,7 +168,7 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = [c for c in rows[0] if not c.startswith("_")] if rows else ["dataset", "extractor"]
     caption = (
-        f"Seed 000 Table 3 at target ε = {p.eps:g} (δ = {p.delta:g}): random search (one run at the full budget, "
+        f"Panda et al. Table 3 at target ε = {p.eps:g} (δ = {p.delta:g}): random search (one run at the full budget, "
         "accounted), the grid-search oracle (every grid point at the full budget, best on TEST — HPO cost NOT "
         "included, an upper reference) and ours (search included in the total). RERR = (ours − random) / "
         "(oracle − random) × 100, on the means over seeds. Language rows (SQuAD: OPT with DP-SGD + LoRA, "
@@ -193,7 +193,7 @@ def build_table4(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["model", "dataset", "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)", "selection", "Panda et al. ε = 1 / ∞"]
     caption = (
-        f"Seed 000 Table 4: every extractor × dataset, linear scaling at target ε = {p.eps:g} (δ = {p.delta:g}) with the "
+        f"Panda et al. Table 4: every extractor × dataset, linear scaling at target ε = {p.eps:g} (δ = {p.delta:g}) with the "
         "search included in the total, against the non-private reference (σ = 0, best grid point on TEST: a ceiling, "
         "not a DP result). Gap = ε = ∞ minus the private mean."
     )
@@ -232,7 +232,7 @@ def build_table5(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["train → test", "extractor", "target ε", "total ε (incl. search)", "HPO cost", "ID accuracy (%)", "OOD accuracy (%)", "OOD metric", "non-private ID / OOD (%)", "test classes dropped", "selection", "Panda et al. ID / OOD"]
     caption = (
-        f"Seed 000 Table 5 (distribution shift): the released linear-scaling heads at target ε = {p.eps:g} "
+        f"Panda et al. Table 5 (distribution shift): the released linear-scaling heads at target ε = {p.eps:g} "
         "(search included), trained on the first dataset and applied unchanged (zero-shot) to the second's test "
         "split, labels remapped as configured (CIFAR10 → STL10: STL10's 'monkey' has no CIFAR10 class and is dropped; "
         "CIFAR10's 'frog' never appears). The OOD evaluation reads no training data: it costs no privacy."
@@ -258,7 +258,7 @@ def build_table10(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["method", "variant", "stage budgets", "trials per stage", "degree", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "accuracy (%)", "selection", "Panda et al. (ImageNet, %)"]
     caption = (
-        f"Seed 000 Table 10 at target ε = {p.eps:g}: the linear scaling rule with two stages and a line (the method), "
+        f"Panda et al. Table 10 at target ε = {p.eps:g}: the linear scaling rule with two stages and a line (the method), "
         "three stages and a line, three stages and a parabola. Every stage trial and selection release is in the total."
     )
     return Table(cols, rows, caption, _notes(plan))
@@ -304,7 +304,7 @@ def build_table12(p: Paper, plan: TablePlan, res: Results) -> Table:
             "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", *[f"{n} (%), quoted" for n in TABLE12_QUOTED],
             "selection", "seeds", "Panda et al. ours / r"]
     caption = (
-        f"Seed 000 Table 12{_study_of(plan)} (δ = {p.delta:g}): the linear scaling rule at each target ε (search included in its total) "
+        f"Panda et al. Table 12{_study_of(plan)} (δ = {p.delta:g}): the linear scaling rule at each target ε (search included in its total) "
         "against Mehta et al. (2023b)'s single full-batch DP-Adam step, run here on the same features (method `mehta`, "
         "its hyperparameters fixed a priori, accounted at the same target), and the ε = ∞ non-private reference (best "
         "grid point on TEST: a ceiling). The Mehta et al. 2023a/2023b columns are QUOTED from Panda et al. Table 12, not "
@@ -319,7 +319,7 @@ def build_figure2(p: Paper, plan: TablePlan, res: Results) -> Table:
     cols = ["ε", "dataset", "extractor", "variant", "target ε", "ours (%)", "ours r = η·T", "total ε ours (incl. search)",
             "search", "HPO cost", "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", "selection", "seeds"]
     caption = (
-        f"Seed 000 Figure 2, tabulated{_study_of(plan)} (δ = {p.delta:g}): accuracy against target ε of the linear scaling rule (search "
+        f"Panda et al. Figure 2, tabulated{_study_of(plan)} (δ = {p.delta:g}): accuracy against target ε of the linear scaling rule (search "
         "included in every total) and of Mehta et al. (2023b) run here on the same features; the last row is the "
         "non-private reference (ε = ∞). Panda et al. pay for one search (stages at ε = 0.1 and 0.2) and reuse it for "
         "every ε ∈ [0.5, 8]; the column 'search' says, from the records, whether these runs shared one search "
@@ -358,7 +358,7 @@ def build_table11(p: Paper, plan: TablePlan, res: Results) -> Table:
             row["relative to random search"] = round(row["device hours per seed"] / base_hours, 2)
     cols = ["method", "dataset", "extractor", "target ε", "jobs per seed", "trained runs per target", "sequential rounds", "trial-steps per target", "device hours per seed", "wall-clock hours per seed (critical path)", "relative to random search", "total ε (incl. search)", "HPO cost", "selection", "Panda et al. GPU h / wall h"]
     caption = (
-        "Seed 000 Table 11: compute of each method. Seed 000 counts one hour per trial: runs per target (random 1, grid "
+        "Panda et al. Table 11: compute of each method. Panda et al. count one hour per trial: runs per target (random 1, grid "
         "100, ours 7) are its GPU hours and sequential rounds (1, 1, 3) its wall-clock; both are columns here. Measured: "
         "the `s` column of the Snakemake benchmark file of every job (one job trains all targets' trials of a stage at "
         "once, batched). Device hours = the sum over the method's jobs "
@@ -458,7 +458,7 @@ def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["method", "variant", "ε1", "ε2", "ε_f (final run alone)", "target ε", "total ε (incl. search)", "HPO cost", "accuracy (%)", "std", "seeds", "selection", "Panda et al. ε_f / acc"]
     caption = (
-        f"Seed 000 Table 13 at target ε = {p.eps:g} (δ = {p.delta:g}): the marginal cost of the search. The first row is "
+        f"Panda et al. Table 13 at target ε = {p.eps:g} (δ = {p.delta:g}): the marginal cost of the search. The first row is "
         "the grid-search oracle (HPO cost not included); each further row spends n trials at ε1 and n at ε2 (standalone "
         "ε of each trial) plus the selection releases, and the final run gets ε_f, so that the total is the target."
     )
@@ -497,7 +497,7 @@ def build_table14(p: Paper, plan: TablePlan, res: Results) -> Table:
             "degradation (points)", "sample rate q", "σ (mean)", "total ε (incl. search)", "accountant", "HPO cost", "selection",
             "seeds", "Panda et al. acc / degradation"]
     caption = (
-        f"Seed 000 Table 14 (δ = {p.delta:g}): the linear scaling result at the higher ε, and its final run redone at the "
+        f"Panda et al. Table 14 (δ = {p.delta:g}): the linear scaling result at the higher ε, and its final run redone at the "
         "lower target two ways — full batch with the same η and T and σ raised ('noise'), or the same η, T and σ on "
         "Poisson subsamples of expected size B = q·N_pub, q the largest rate whose amplified accounting meets the target "
         "('subsample'; N_pub the declared public size). Either way the whole search of the source result is charged "
@@ -530,7 +530,7 @@ def build_table15(p: Paper, plan: TablePlan, res: Results) -> Table:
     eps = plan.rows[0].key.get("_eps") if plan.rows else None
     cols = ["design choice", "baseline", "variant", "target ε", "baseline accuracy (%)", "ours (%)", "improvement (points)", "total ε baseline", "total ε ours", "accountant baseline / ours", "HPO cost", "selection", "Panda et al. baseline / improvement"]
     caption = (
-        f"Seed 000 Table 15: each design choice of the method against the alternative prior work used, at target ε = "
+        f"Panda et al. Table 15: each design choice of the method against the alternative prior work used, at target ε = "
         f"{'–' if eps is None else f'{eps:g}'} (δ = {p.delta:g}). Both columns run the whole linear scaling rule (search "
         "included in each total); the baseline changes one thing (a variant). Minibatch and RDP-accounting runs are "
         "calibrated and accounted with RDP (accountant 'rdp'); the rest compose exactly in GDP."
@@ -568,7 +568,7 @@ def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
     gap_col = f"gap ({max(eps_list):g} − ∞)"
     cols = ["method", "dataset", "extractor", *[f"ε = {x:g} (%)" for x in eps_list], "ε = ∞ (%)", gap_col, "total ε (incl. search)", "HPO cost", "selection", "source"]
     caption = (
-        "Seed 000 Table 16: our method at each listed target ε (search included in the total) and without privacy "
+        "Panda et al. Table 16: our method at each listed target ε (search included in the total) and without privacy "
         "(ε = ∞, best grid point on TEST: a ceiling). Prior-work rows, when the dataset matches, are quoted from the "
         "paper (they do not report the privacy cost of their hyperparameter search)."
     )

@@ -137,7 +137,7 @@ _PAPER = [
             "and search space — and without public data (an extractor pretrained only on synthetic images) — random search, the "
             "grid-search oracle (HPO cost not included) and the linear scaling rule. Here: target ε = "
             "{eps}, δ = {delta}; each row states its total ε and "
-            "selection rule. Seed 000 reports 67 / 66 / 70.5 % (with public data) and 44 / 68 / 62.63 % (without)."
+            "selection rule. Panda et al. report 67 / 66 / 70.5 % (with public data) and 44 / 68 / 62.63 % (without)."
         ),
         plan="plan_table2",
         builder="build_table2",
@@ -152,7 +152,7 @@ _PAPER = [
             "Reproduces **Panda et al., Table 3**: random search (one run at the full budget, drawn from the same grid), the "
             "grid-search oracle (every grid point trained at the full budget and the best picked on the test set — its HPO cost "
             "is **not** included) and the linear scaling rule (search included), with the relative error rate reduction "
-            "RERR = (ours − random) / (oracle − random). Target ε = {eps}. Seed 000: CIFAR10 "
+            "RERR = (ours − random) / (oracle − random). Target ε = {eps}. Panda et al.: CIFAR10 "
             "44 / 68 / 62.63 (RERR 77.63), CIFAR100 84.44 / 89.62 / 89.10 (RERR 84.85)."
         ),
         plan="plan_table3",
@@ -196,7 +196,7 @@ _PAPER = [
         caption=(
             "Reproduces **Panda et al., Table 10**: the linear scaling rule with two stages and a line (Linear(2), the method), three "
             "stages and a line (Linear(3)) and three stages and a quadratic (Quadratic(3)); each is a config variant and each "
-            "total ε includes every stage. Seed 000 reports ImageNet only (86.69 / 87.81 / 86.64 %)."
+            "total ε includes every stage. Panda et al. report ImageNet only (86.69 / 87.81 / 86.64 %)."
         ),
         plan="plan_table10",
         builder="build_table10",
@@ -208,7 +208,7 @@ _PAPER = [
         item="Table 11",
         reproduces="device hours, wall-clock",
         caption=(
-            "Reproduces **Panda et al., Table 11** (runtime per method). Seed 000 counts one hour per trial (random search 1 GPU hour "
+            "Reproduces **Panda et al., Table 11** (runtime per method). Panda et al. count one hour per trial (random search 1 GPU hour "
             "and 1 hour wall-clock, grid search 100 and 1, ours 7 and 3); here the same counts appear as *trained runs per target* "
             "and *sequential rounds*, next to hours measured by Snakemake's ``benchmark:`` files of the jobs that trained them "
             "(all targets of a stage are trained in one batched job)."
@@ -240,7 +240,7 @@ _PAPER = [
         caption=(
             "Reproduces **Panda et al., Table 13** (the marginal cost of the search, CIFAR10): the grid-search oracle and the linear "
             "scaling rule with several stage budgets (ε1, ε2), each a config variant, at target ε = "
-            "{eps}; ε_f is what is left for the final run. Seed 000: oracle 99.00, then "
+            "{eps}; ε_f is what is left for the final run. Panda et al.: oracle 99.00, then "
             "98.88 … 98.79 % as (ε1, ε2) grows from (0.01, 0.05) to (0.2, 0.3)."
         ),
         plan="plan_table13",
@@ -255,7 +255,7 @@ _PAPER = [
         caption=(
             "Reproduces **Panda et al., Table 14**: two ways from the ε = 1 result to ε = 0.7 — more noise (full batch, the same "
             "η and T, σ raised) or Poisson subsampling (the same η, T and σ, the rate q = B/N_pub the largest whose amplified "
-            "accounting meets 0.7) — each charged the whole search of the ε = 1 result (rule linear_scaling_reduce). Seed 000 "
+            "accounting meets 0.7) — each charged the whole search of the ε = 1 result (rule linear_scaling_reduce). Panda et al. "
             "(ImageNet): subsampling 41.34 % (−45.66 points), more noise 84.07 % (−2.93 points)."
         ),
         plan="plan_table14",
@@ -272,7 +272,7 @@ _PAPER = [
             "full-batch gradient descent, momentum 0.9, PLD/GDP accounting, unit clipping — against the alternative prior work "
             "used, each alternative a config variant run through the whole linear scaling rule (search included in every total). "
             "Minibatch DP-SGD (Poisson sampling, q = B/N) and RDP accounting calibrate σ with Rényi DP, so their totals are "
-            "RDP-composed. Seed 000 (CIFAR100, ε = 0.1): improvements +0.36, +6.81, +1.46, +2.09, +3.23, +0.46 points."
+            "RDP-composed. Panda et al. (CIFAR100, ε = 0.1): improvements +0.36, +6.81, +1.46, +2.09, +3.23, +0.46 points."
         ),
         plan="plan_table15",
         builder="build_table15",
