@@ -800,7 +800,8 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from dphpo.data.files import FileDataset, file_section
+    from dphpo.data.files import file_section
+    from dphpo.init_study import inspect_data
     from dphpo.studies import config as study_config
     from dphpo.studies.validate import load_config
 
@@ -814,9 +815,9 @@ def _check_config(args: argparse.Namespace) -> int:
     for name in sorted({study["dataset"] for study in config["studies"]}):
         section = file_section(config, name)
         if section is not None:  # the user's files, read whole as the feature job will: labels, classes, images
-            ds = FileDataset.from_config(name, section).load()
-            print(f"datasets.{name}: {ds.source}: {ds.n_train:,} train / {ds.n_test:,} test records, "
-                  f"{ds.num_classes} classes, every file readable")
+            found = inspect_data(name, section)
+            print(f"datasets.{name}: {found.source}: {found.n_train:,} train / {found.n_test:,} test records, "
+                  f"{len(found.classes)} classes, every file readable")
     print("run it: snakemake --cores all --configfile " + " ".join(args.configfile))
     return 0
 

@@ -173,14 +173,15 @@ class DatasetStatement:
         return ", ".join(sorted(found))
 
     def to_dict(self) -> dict:
+        composed = self.composed()
         return {
             "dataset": self.dataset,
             "unit": "one record of its training split",
             "adjacency": self.adjacency(),
             "public": self.public_parts(),
-            "composed": self.composed(),
+            "composed": composed,
             # what the whole bundle costs the dataset: infinite once a non-private release is in it
-            "bundle_eps": "inf" if self.references else self.composed()["eps"],
+            "bundle_eps": "inf" if self.references else composed["eps"],
             "releases": [{"file": r.rel, "method": r.record.get("method"), "eps": r.record.get("total_eps"),
                           "delta": r.record.get("total_delta")} for r in self.releases],
             "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"} for r in self.references],

@@ -60,7 +60,7 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def run_trace(steps: int, sample_rate: float, batches: list[int], clipped: list, dtype: torch.dtype) -> dict:
     """A language run's trace (internal logs only: its mean batch size is a private statistic): the steps,
-    q, the mean Poisson batch, the mean fraction of clipped examples (None when nothing was clipped) and
+    q, the mean Poisson batch, the mean fraction of clipped examples (None when no step recorded one) and
     the forward passes' precision."""
     return {
         "steps": int(steps),
