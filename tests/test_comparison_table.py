@@ -120,7 +120,8 @@ def test_figure_legend_lies_inside_the_saved_image(results, n_studies, tmp_path)
     """The legend under the panels used to be cut off by the figure's edge (issue 9)."""
     studies = [("mnist", "efficientnet_lite0"), ("tweets", "minilm_l6"), ("digits", "raw"), ("cifar10", "resnet")][:n_studies]
     rows = [
-        {"dataset": d, "extractor": e, "method_id": m, "target ε": eps, "accuracy_mean": 0.5, "accuracy_std": 0.01}
+        {"dataset": d, "extractor": e, "method_id": m, "target ε": eps, "accuracy_mean": 0.5, "accuracy_std": 0.01,
+         "private_hpo": m != comparison.ORACLE, "total_delta": 1e-5}
         for d, e in studies
         for m in comparison.LABELS
         for eps in (0.25, 1.0, 8.0)
@@ -137,6 +138,18 @@ def test_figure_legend_lies_inside_the_saved_image(results, n_studies, tmp_path)
             assert not box.overlaps(ax.get_tightbbox())
     comparison.plot(rows, tmp_path / "fig.png", refs)
     assert (tmp_path / "fig.png").stat().st_size > 5000
+
+
+def test_the_figure_axis_states_delta_and_names_the_oracle_only_where_it_is_drawn():
+    rows = [{"dataset": "digits", "extractor": "raw", "method_id": m, "target ε": eps, "accuracy_mean": 0.5,
+             "accuracy_std": 0.01, "private_hpo": m != comparison.ORACLE, "total_delta": delta}
+            for m, delta in (("linear_scaling", 1e-5), ("papernot_steinke", 1.01e-5), (comparison.ORACLE, 1e-5))
+            for eps in (1.0, 8.0)]
+    (ax,) = [a for a in comparison.figure(rows).axes if a.get_visible()]
+    assert ax.get_xlabel() == "total ε at δ ≤ 1.01e-05 (search included; oracle: search not accounted)"
+    private = [r for r in rows if r["method_id"] == "linear_scaling"]
+    (ax,) = [a for a in comparison.figure(private).axes if a.get_visible()]
+    assert ax.get_xlabel() == "total ε at δ = 1e-05 (search included)"  # a bundle without the oracle
 
 
 def test_eps_is_labelled_per_run_beside_the_mean_over_seeds(results):

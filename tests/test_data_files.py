@@ -189,6 +189,34 @@ def test_undeclared_integer_labels_are_classes_by_value():
         files.encode_labels([-1, 1], [], "t", ["neg", "pos"])
 
 
+@pytest.mark.parametrize(("cells", "classes", "first"), [
+    (["+1", "-1", "+1", "-1"], ["-1", "1"], 1),  # signed labels: integers, not +1 a string beside -1
+    (["2.0", "10.0", "1.0", "2.0"], ["1", "2", "10"], 1),  # integers as spreadsheets write them, by value
+    (["0.5", "1.0", "1.5", "10.0"], ["0.5", "1", "1.5", "10"], 0),  # half-star ratings: by value, not as text
+    (["pos", "neg", "pos", "neg"], ["neg", "pos"], 1),
+])
+def test_table_labels_as_written_become_classes_by_value(tmp_path, cells, classes, first):
+    path = tmp_path / "t.csv"
+    path.write_text("text,label,split\n" + "".join(f"row {i},{c},{'Train' if i < 4 else 'TEST'}\n"
+                                                   for i, c in enumerate(cells + cells)))
+    ds = _spec("t", kind="text_table", path=str(path), split_field="split").load()
+    assert ds.classes == classes and ds.n_train == 4 and ds.n_test == 4  # Train / TEST: any case
+    assert ds.train_labels[0] == first
+    declared = _spec("t", kind="text_table", path=str(path), split_field="split", classes=classes).load()
+    assert declared.train_labels.tolist() == ds.train_labels.tolist()  # init's declared classes read the same
+
+
+def test_integer_labels_are_looked_up_by_value_among_decimal_classes(tmp_path):
+    """Declared half-star classes and a table whose rows all happen to be whole stars: the labels name
+    classes by value (indexing the class list would read 2 as '10' and train silently), so the class
+    left without examples is named."""
+    path = tmp_path / "t.csv"
+    path.write_text("text,label\n" + "".join(f"row {i},{(1, 2, 10)[i % 3]}\n" for i in range(60)))
+    ds = _spec("t", kind="text_table", path=str(path), classes=["1", "2", "10", "1.5"])
+    with pytest.raises(DatasetError, match=r"class\(es\) 1.5 have no training examples"):
+        ds.load()
+
+
 @pytest.mark.parametrize("folder", ["grey_with_test", "grey_split", "mixed_with_test", "mixed_split"])
 def test_a_folder_too_large_for_memory_stays_on_disk_and_reads_the_same(image_folder, tmp_path, monkeypatch, folder):
     if folder.startswith("mixed"):

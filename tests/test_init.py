@@ -151,9 +151,9 @@ def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
     config = new_config(found, section, embedded, "mine")
     assert config["namespace"] == "mine"
     other = Inspection("more", "features", 600, 200, [str(c) for c in range(10)], "more.npz")
-    assert add_dataset(config, other, section, embedded)["namespace"] == "mine"
+    assert add_dataset(config, other, section, embedded)[0]["namespace"] == "mine"
     config.pop("namespace")  # a config written before namespaces keeps its tables' paths
-    assert "namespace" not in add_dataset(config, other, section, embedded)
+    assert "namespace" not in add_dataset(config, other, section, embedded)[0]
     assert "# namespace:" not in render(config | {"datasets": {"feats": {"public_n_train": 600, "kind": "features"}}}, "cmd")
 
 
@@ -233,3 +233,58 @@ def test_check_config_reads_the_users_files_whole_before_any_job(tmp_path, capsy
         fh.write("note 100,zz\n")
     assert dphpo(["check-config", str(out)]) == 2
     assert "zz" in capsys.readouterr().err
+
+
+def test_init_keeps_a_tables_own_split_and_names_one_it_passes_over(tmp_path, capsys):
+    """A `split` column of train/test (any case) is the split; one with a validation value is passed over
+    with a note saying how to keep it; --split-field names a column of another name."""
+    rows = [f"review {i},{'ab'[i % 2]},{'Train' if i % 4 else 'Test'}\n" for i in range(120)]
+    (tmp_path / "given.csv").write_text("text,label,split\n" + "".join(rows))
+    assert dphpo(["init", "--texts", str(tmp_path / "given.csv"), "--out", str(tmp_path / "given.yaml")]) == 0
+    assert "split by column 'split'); 90 train / 30 test records" in capsys.readouterr().out
+    assert yaml.safe_load((tmp_path / "given.yaml").read_text())["datasets"]["given"]["split_field"] == "split"
+
+    (tmp_path / "dev.csv").write_text("text,label,split\n" + "".join(r.replace("Test", "validation") for r in rows))
+    assert dphpo(["init", "--texts", str(tmp_path / "dev.csv"), "--out", str(tmp_path / "dev.yaml")]) == 0
+    printed = capsys.readouterr().out
+    assert "per-record split" in printed and "column 'split' holds train, validation" in printed
+    assert "--split-field split" in printed
+    assert "split_field" not in yaml.safe_load((tmp_path / "dev.yaml").read_text())["datasets"]["dev"]
+
+    (tmp_path / "part.csv").write_text("text,label,part\n" + "".join(rows))
+    assert dphpo(["init", "--texts", str(tmp_path / "part.csv"), "--split-field", "part", "--out", str(tmp_path / "p.yaml")]) == 0
+    assert "90 train / 30 test" in capsys.readouterr().out
+    assert dphpo(["init", "--features", str(tmp_path / "x.npz"), "--split-field", "part"]) == 2
+    assert "--split-field: only a text table" in capsys.readouterr().err
+
+
+def test_init_names_a_dataset_in_ascii_and_says_why_a_name_is_refused(tmp_path, capsys):
+    (tmp_path / "données été.csv").write_text("text,label\n" + "".join(f"t {i},{'ab'[i % 2]}\n" for i in range(60)))
+    out = tmp_path / "fr.yaml"
+    assert dphpo(["init", "--texts", str(tmp_path / "données été.csv"), "--out", str(out)]) == 0
+    assert list(yaml.safe_load(out.read_text())["datasets"]) == ["donnees_ete"]
+    assert dphpo(["init", "--texts", str(tmp_path / "données été.csv"), "--name", "données", "--out", str(tmp_path / "x.yaml")]) == 2
+    assert "--name: 'données' must be ASCII letters, digits and _" in capsys.readouterr().err
+
+
+def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keeps(tmp_path, capsys):
+    """delta = 1e-5 suits 600 records; a dataset of 150,000 added to the config makes it at least 1/N,
+    which the workflow refuses: --add lowers it (and resizes the trial caps for it), saying so; 20,000
+    records leave it valid, and the note says what a new config would pick."""
+    rng = np.random.default_rng(0)
+
+    def npz(name, n):
+        np.savez(tmp_path / name, train_x=rng.normal(size=(n, 4)).astype(np.float32), train_y=np.arange(n) % 2,
+                 test_x=rng.normal(size=(50, 4)).astype(np.float32), test_y=np.arange(50) % 2)
+        return str(tmp_path / name)
+
+    out = tmp_path / "s.yaml"
+    assert dphpo(["init", "--features", npz("small.npz", 600), "--out", str(out)]) == 0
+    assert dphpo(["init", "--features", npz("mid.npz", 20_000), "--out", str(out), "--add"]) == 0
+    assert "privacy.delta 1e-05 is kept for every study; for 20,000 training records dphpo init picks 1e-06" in capsys.readouterr().out
+    assert yaml.safe_load(out.read_text())["privacy"]["delta"] == 1e-5
+    assert dphpo(["init", "--features", npz("big.npz", 150_000), "--out", str(out), "--add"]) == 0
+    assert "privacy.delta lowered from 1e-05 to 1e-07 for every study" in capsys.readouterr().out
+    config = yaml.safe_load(out.read_text())
+    assert config["privacy"]["delta"] == 1e-7 and config["baselines"]["papernot_steinke"]["max_trials"] > 60
+    assert dphpo(["check-config", str(out)]) == 0

@@ -269,3 +269,33 @@ def test_a_study_listed_twice_is_refused():
     cfg["baselines"]["methods"] = ["mehta", "mehta"]
     with pytest.raises(ConfigError, match=r"baselines.methods: 'mehta' and 'mehta'"):
         study_config.check_config(cfg)
+
+
+def test_verify_release_with_the_config_checks_hashes_and_that_nothing_is_left_out(tree, tree_config, tmp_path, capsys):
+    """A bundle checked against its config: complete, it passes (also with --configfile written first, which
+    argparse would let swallow the folders); a tree with a method's releases lost is bundled with a warning
+    and the bundle fails, naming each missing release; a bundle of chosen --methods lacks nothing."""
+    cfg = str(tree_config)
+    assert main(["release", "--configfile", cfg, str(tree), str(tmp_path / "whole")]) == 0
+    assert main(["verify", "--release", "--configfile", cfg, str(tmp_path / "whole")]) == 0
+    assert "every release the config implies present, each with its config hash" in capsys.readouterr().out
+
+    partial = _copy(tree, tmp_path)
+    shutil.rmtree(partial / "runs/digits/raw/koskela")
+    assert main(["release", str(partial), str(tmp_path / "partial"), "--configfile", cfg]) == 0
+    assert "warning: 2 release(s) the config's study implies are not in" in capsys.readouterr().err
+    assert main(["verify", "--release", str(tmp_path / "partial")]) == 0  # consistent in itself
+    assert main(["verify", "--release", str(tmp_path / "partial"), "--configfile", cfg]) == 1
+    failed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 2 and all("koskela" in line and "the bundle lacks it" in line for line in failed)
+
+    assert main(["release", str(partial), str(tmp_path / "chosen"), "--methods", "random_search_k", "--configfile", cfg]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["verify", "--release", str(tmp_path / "chosen"), "--configfile", cfg]) == 0
+
+    other = tmp_path / "other.yaml"  # another config (a smaller delta): every release's hash differs
+    other.write_text("seeds: [0]\nprivacy: {delta: 1.0e-6}\n")
+    assert main(["verify", "--release", str(tmp_path / "whole"), "--configfile", cfg, str(other)]) == 1
+    assert "config hash" in capsys.readouterr().out
+    assert main(["release", "--configfile", cfg]) == 2
+    assert "RESULTS_DIR and OUT_DIR missing: give RESULTS_DIR OUT_DIR before --configfile" in capsys.readouterr().err

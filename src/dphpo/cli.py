@@ -708,16 +708,35 @@ def _missing(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
+def _positionals_from_configfile(args: argparse.Namespace, names: tuple[str, ...]) -> None:
+    """`--configfile A RESULTS OUT`: argparse gives every word after --configfile to it. Take the trailing
+    words that are not files (a results tree is a folder, OUT_DIR a new path) back as the missing
+    positionals `names`, else say what is missing and where it goes."""
+    missing = [n for n in names if getattr(args, n) is None]
+    if not missing:
+        return
+    words = args.configfile or []
+    tail = words[-len(missing):] if len(words) > len(missing) else []
+    if not tail or any(Path(w).is_file() for w in tail):
+        wanted = " ".join(n.upper() for n in names)
+        args.parser.error(f"{' and '.join(n.upper() for n in missing)} missing: give {wanted} before --configfile "
+                          f"(`dphpo {args.parser.prog.split()[-1]} {wanted} --configfile FILE ...`)")
+    args.configfile = words[: -len(missing)]
+    for name, word in zip(missing, tail, strict=True):
+        setattr(args, name, word)
+
+
 def _verify(args: argparse.Namespace) -> int:
     from dphpo.release import is_bundle
     from dphpo.report.tables import Table
     from dphpo.verify import verify_tree
 
+    _positionals_from_configfile(args, ("results_dir",))
     root = Path(args.results_dir)
     if not root.is_dir():
         return _fail("dphpo verify", f"RESULTS_DIR {root} is not a directory")
     if args.release:
-        return _verify_release(root)
+        return _verify_release(root, args.configfile)
     checks, summary = verify_tree(root, args.configfile)
     if not checks:
         return _fail("dphpo verify", f"no release (result.json, results.json) under {root}")
@@ -732,27 +751,35 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if summary["failed"] == 0 and not summary["missing (the config implies them)"] else 1
 
 
-def _verify_release(root: Path) -> int:
+def _verify_release(root: Path, config_paths: list[str] | None) -> int:
     from dphpo.release import verify_bundle
 
-    problems = verify_bundle(root)
+    problems = verify_bundle(root, config_paths)
     for problem in problems:
         print(f"FAIL {problem}")
     if problems:
         print(f"dphpo verify --release: {root} is NOT publishable ({len(problems)} problem(s))")
         return 1
     print(f"dphpo verify --release: {root} is a complete bundle: every file in MANIFEST, every release verified, "
-          "the composed ε of each dataset recomputed")
+          "the composed ε of each dataset recomputed"
+          + (f"; every release the config implies present, each with its config hash ({' '.join(config_paths)})"
+             if config_paths else ""))
     return 0
 
 
 def _release(args: argparse.Namespace) -> int:
-    from dphpo.release import build_bundle
+    from dphpo.release import build_bundle, unbundled
     from dphpo.studies.validate import load_config
 
+    _positionals_from_configfile(args, ("results_dir", "out_dir"))
     config = load_config(args.configfile) if args.configfile else None
     statement = build_bundle(args.results_dir, args.out_dir, include_nonprivate=args.include_nonprivate,
                              methods=args.methods, config=config)
+    missing = unbundled(statement, config) if config is not None else []
+    if missing:
+        print(f"warning: {len(missing)} release(s) the config's study implies are not in {args.results_dir} (a job not run "
+              f"or failed), so not in the bundle: {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}; "
+              "`dphpo verify --release --configfile` will fail it until the tree is complete", file=sys.stderr)
     for d in statement["datasets"]:
         c = d["composed"]
         print(f"{d['dataset']}: {len(d['releases'])} DP release(s), all together ({c['eps']:.4g}, {c['delta']:.3g})-DP"
@@ -771,12 +798,13 @@ def add_release_parser(subparsers: Any) -> argparse.ArgumentParser:
         "non-private reference and test-selected oracles only with --include-nonprivate (stated as eps = inf)."
     )
     p = subparsers.add_parser("release", help="build a publishable bundle from a results tree", description=text)
-    p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
-    p.add_argument("out_dir", metavar="OUT_DIR", help="a new folder for the bundle")
+    # nargs "?": words after --configfile are taken back as these where they are missing (_positionals_from_configfile)
+    p.add_argument("results_dir", nargs="?", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
+    p.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="a new folder for the bundle")
     p.add_argument("--configfile", nargs="+", metavar="FILE", help="the workflow config file(s) (their design_notes label rows chosen on private data)")
     p.add_argument("--include-nonprivate", action="store_true", help="also the non-private reference and oracles (eps = inf)")
     p.add_argument("--methods", nargs="+", metavar="METHOD", help="only these methods' releases")
-    p.set_defaults(handler=_release)
+    p.set_defaults(handler=_release, parser=p)
     return p
 
 
@@ -789,13 +817,13 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
         "2: bad arguments."
     )
     p = subparsers.add_parser("verify", help="verify a published results tree", description=text)
-    p.add_argument("results_dir", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
+    p.add_argument("results_dir", nargs="?", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
     p.add_argument("--configfile", nargs="+", metavar="FILE",
                    help="the config file(s) the results claim to come from, as given to snakemake --configfile: "
                    "each release's config hash, and every release the config's study implies present, no other")
     p.add_argument("--release", action="store_true", help="RESULTS_DIR is a bundle of `dphpo release`: check that "
                    "it holds nothing that must not be published, its MANIFEST and its privacy statement")
-    p.set_defaults(handler=_verify)
+    p.set_defaults(handler=_verify, parser=p)
     return p
 
 
@@ -876,13 +904,13 @@ def _init(args: argparse.Namespace) -> int:
     from dphpo.init_study import init_study
 
     kind, path = next((k, p) for k, p in (("image_folder", args.images), ("text_table", args.texts), ("features", args.features)) if p)
-    out, found, command, note = init_study(kind, path, args.name, args.out, add=args.add, text_field=args.text_field,
-                                           label_field=args.label_field)
+    out, found, command, notes = init_study(kind, path, args.name, args.out, add=args.add, text_field=args.text_field,
+                                            label_field=args.label_field, split_field=args.split_field)
     print(f"{found.name}: {found.source}; {found.n_train:,} train / {found.n_test:,} test records, "
           f"{len(found.classes)} classes ({', '.join(found.classes[:8])}{', ...' if len(found.classes) > 8 else ''})")
     print(f"{'added to' if args.add else 'wrote'} {out}: read its header (what the guarantee assumes), then run it:")
     print(f"  {command}")
-    if note:
+    for note in notes:
         print(note)
     return 0
 
@@ -908,6 +936,8 @@ def add_init_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "(rewritten as plain YAML: its comments are not kept)")
     p.add_argument("--text-field", help="texts: the text column (default: the first of text, sentence, content, ...)")
     p.add_argument("--label-field", help="texts: the label column (default: the first of label, class, target, ...)")
+    p.add_argument("--split-field", help="texts: the column that says train or test for each row (default: a column "
+                   "named split holding only those; else a per-record split)")
     p.set_defaults(handler=_init)
     return p
 

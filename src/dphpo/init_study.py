@@ -12,13 +12,14 @@ from __future__ import annotations
 import copy
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from dphpo import layout
-from dphpo.data.files import FileDataset, image_shapes, table_columns
+from dphpo.data.files import FileDataset, image_shapes, read_table, table_columns
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import get_extractor
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
@@ -47,6 +48,9 @@ BASELINES = ["random_search", "grid_oracle", "papernot_steinke"]
 TRIAL_CAPPED = ("papernot_steinke", "koskela")
 TEXT_COLUMNS = ("text", "sentence", "content", "review", "body", "tweet")
 LABEL_COLUMNS = ("label", "labels", "class", "target", "y", "category", "sentiment", "rating", "stars")
+#: A column that splits a table into train and test when its values are exactly those (`--split-field`).
+SPLIT_COLUMN = "split"
+NAME = re.compile(r"[A-Za-z0-9_]+")  # a dataset's name in the config (workflow/schemas: datasets, studies)
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,37 @@ def guess_columns(path: Path, text_field: str | None, label_field: str | None) -
     return text, label
 
 
-def dataset_section(kind: str, path: Path, text_field: str | None = None, label_field: str | None = None) -> dict:
-    """The `datasets.<name>` section of the data at `path` (public size filled in by `inspect`)."""
+def guess_split(path: Path, split_field: str | None) -> tuple[str | None, str | None]:
+    """(the split column, a note): the one given (`--split-field`; its values are checked as the workflow
+    will), else a column named `split` whose values are all train or test (any case), else none (a
+    per-record split), with a note where a `split` column was passed over and why."""
+    if split_field is not None:
+        return split_field, None
+    found = next((c for c in table_columns(path, "--texts") if c.lower() == SPLIT_COLUMN), None)
+    if found is None:
+        return None, None
+    values = {str(row.get(found)).strip().lower() for row in read_table(path, "--texts")}
+    if values == {"train", "test"}:
+        return found, None
+    return None, (f"note: column {found!r} holds {', '.join(sorted(values)[:5])}, not train and test only, so a per-record "
+                  f"split is used instead; to keep your split, write train or test in it and pass --split-field {found}")
+
+
+def dataset_section(kind: str, path: Path, text_field: str | None = None, label_field: str | None = None,
+                    split_field: str | None = None) -> tuple[dict, str | None]:
+    """The `datasets.<name>` section of the data at `path` (public size filled in by `inspect`), and a note
+    on its split where a table's `split` column was passed over."""
     section: dict = {"kind": kind, "path": str(path)}
-    if kind == "text_table":
-        section["text_field"], section["label_field"] = guess_columns(path, text_field, label_field)
-    return section
+    if kind != "text_table":
+        if split_field is not None:
+            raise ConfigError("--split-field: only a text table (--texts) has columns; an image folder splits by "
+                              "its train/ and test/ folders, an .npz by its train_x and test_x arrays")
+        return section, None
+    section["text_field"], section["label_field"] = guess_columns(path, text_field, label_field)
+    split, note = guess_split(path, split_field)
+    if split is not None:
+        section["split_field"] = split
+    return section, note
 
 
 def common_shape(name: str, section: dict, embedded: dict) -> dict:
@@ -153,8 +182,10 @@ def size_trial_caps(config: dict) -> None:
             section["max_trials"] = fitting_max_trials(psc, eps, delta)
 
 
-def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) -> dict:
-    """`config` with one more dataset and its study (and its extractor if the config lacks it)."""
+def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) -> tuple[dict, str | None]:
+    """`config` with one more dataset and its study (and its extractor if the config lacks it), and a note
+    on δ: lowered where the config's is at least 1/N of the new data (such a δ protects nobody, and the
+    workflow refuses it), named where it is above what `dphpo init` picks for a new config of that size."""
     if found.name in (config.get("datasets") or {}) or any(s["dataset"] == found.name for s in config.get("studies") or []):
         raise ConfigError(f"datasets.{found.name}: the config already has a dataset of that name; pick another --name")
     new = new_config(found, section, embedded)
@@ -163,7 +194,16 @@ def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) 
     out.setdefault("studies", []).extend(new["studies"])
     for name, spec in new["extractors"].items():
         out.setdefault("extractors", {}).setdefault(name, spec)
-    return out
+    delta, wanted = float(out["privacy"]["delta"]), default_delta(found.n_train)
+    if delta <= wanted:
+        return out, None
+    if delta * found.n_train < 1:
+        return out, (f"note: privacy.delta {delta:g} is kept for every study; for {found.n_train:,} training records "
+                     f"dphpo init picks {wanted:g} (at most 1/(10 N)): lowering it reruns the config's other studies")
+    out["privacy"]["delta"] = wanted
+    size_trial_caps(out)
+    return out, (f"note: privacy.delta lowered from {delta:g} to {wanted:g} for every study: {delta:g} is at least 1/N for "
+                 f"{found.name}'s {found.n_train:,} training records; the config's other studies rerun at the new delta")
 
 
 HEADER = """\
@@ -232,26 +272,36 @@ def size_note(config: dict, found: Inspection) -> str | None:
             "prior r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
 
 
+def dataset_name(path: Path) -> str:
+    """A dataset name from a file or folder name: ASCII letters, digits and _ (données.csv: donnees)."""
+    ascii_stem = unicodedata.normalize("NFKD", path.stem.lower()).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "_", ascii_stem).strip("_") or "my_data"
+
+
 def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | None, add: bool = False,
-               text_field: str | None = None, label_field: str | None = None) -> tuple[Path, Inspection, str, str | None]:
+               text_field: str | None = None, label_field: str | None = None,
+               split_field: str | None = None) -> tuple[Path, Inspection, str, list[str]]:
     """Inspect the data, write the config (new, or with the dataset added) and return (file, findings,
-    command, a note on the data's size or None)."""
+    command, notes on the data's split, size and δ)."""
     path = Path(path)
-    name = name or "".join(c if c.isalnum() else "_" for c in path.stem.lower()).strip("_") or "my_data"
+    if name is not None and not NAME.fullmatch(name):
+        raise ConfigError(f"--name: {name!r} must be ASCII letters, digits and _ (it names the dataset's folders and "
+                          f"config keys), e.g. --name {dataset_name(Path(name))}")
+    name = name or dataset_name(path)
     out = Path(out) if out else Path("config") / f"{name}.yaml"
     if out.exists() and not add:
         raise ConfigError(f"{out} exists: pass --add to put {name} into it, or another --out")
     if add and not out.exists():
         raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
     embedded = yaml.safe_load(EMBEDDED.read_text())
-    section = dataset_section(kind, path.resolve(), text_field, label_field)
+    section, split_note = dataset_section(kind, path.resolve(), text_field, label_field, split_field)
     section |= common_shape(name, section, embedded)
     found = inspect_data(name, section)
     # --add keeps the config's namespace (or its absence: a config without one keeps its tables' paths)
-    config = (add_dataset(load_config_file(out), found, section, embedded) if add
-              else new_config(found, section, embedded, study_namespace(out, name)))
+    config, delta_note = (add_dataset(load_config_file(out), found, section, embedded) if add
+                          else (new_config(found, section, embedded, study_namespace(out, name)), None))
     validate_config(copy.deepcopy(config), SCHEMA, create_key=False)
     command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, render(config, command))
-    return out, found, command, size_note(config, found)
+    return out, found, command, [n for n in (split_note, delta_note, size_note(config, found)) if n]

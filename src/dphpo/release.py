@@ -38,11 +38,13 @@ from typing import Any
 
 from dphpo import layout
 from dphpo.errors import ConfigError
+from dphpo.hpo.registry import NOT_DP_METHODS
 from dphpo.io import file_sha256, read_json, write_json, write_text
 from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
 from dphpo.studies.config import check_identity
-from dphpo.verify import NUMERIC_ATOL, NUMERIC_RTOL, check_record, recompute
+from dphpo.studies.validate import load_config
+from dphpo.verify import MISSING, NUMERIC_ATOL, NUMERIC_RTOL, check_record, missing_releases, recompute, verify_tree
 
 STATEMENT = "PRIVACY.md"
 STATEMENT_JSON = "privacy.json"
@@ -273,7 +275,7 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
-        statement = _write_bundle(root, out, chosen, include_nonprivate, config)
+        statement = _write_bundle(root, out, chosen, include_nonprivate, methods, config)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # a failed build leaves nothing behind
         raise
@@ -283,7 +285,8 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     return statement
 
 
-def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonprivate: bool, config: dict | None) -> dict:
+def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonprivate: bool, methods: list[str] | None,
+                  config: dict | None) -> dict:
     """Copy the chosen releases and models into `out`, then the tables, the statement and the MANIFEST."""
     for r in chosen:
         for rel in (r.rel, r.model_rel):
@@ -294,6 +297,7 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
     statement = {
         "bundle": "dphpo release",
         "include_nonprivate": include_nonprivate,
+        "methods": sorted(methods) if methods else None,  # --methods: the bundle holds only these by choice
         "noise_key_fingerprint": _fingerprint(chosen),
         "datasets": [st.to_dict() for st in statements(chosen, include_nonprivate)],
     }
@@ -302,6 +306,15 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
     write_text(out / REPORT, report_html(out, statement, tables))
     write_manifest(out)
     return statement
+
+
+def unbundled(statement: dict, config: dict) -> list[str]:
+    """The releases the config's study implies that a bundle (its `statement`) lacks: DP ones (and the
+    non-private ones where it includes them), of its `--methods` where it was built with some."""
+    files = [r["file"] for d in statement["datasets"] for r in d["releases"] + d["nonprivate"]]
+    missing = missing_releases(config, files, () if statement.get("include_nonprivate") else NOT_DP_METHODS)
+    chosen = statement.get("methods")
+    return [rel for rel in missing if not chosen or layout.parse(layout.RESULT, rel)["method"] in chosen]
 
 
 def _fingerprint(releases: list[Release]) -> str | None:
@@ -415,8 +428,10 @@ def allowed(rel: str) -> str | None:
     return "not a file a bundle holds (releases, models, tables, figures, PRIVACY.md, privacy.json, MANIFEST, report.html)"
 
 
-def verify_bundle(bundle: str | Path) -> list[str]:
-    """Every problem of a bundle, each naming its file; empty when it may be published as it is."""
+def verify_bundle(bundle: str | Path, config_paths: list[str] | None = None) -> list[str]:
+    """Every problem of a bundle, each naming its file; empty when it may be published as it is. With
+    `config_paths` (as given to snakemake --configfile), also each release's config hash and every release
+    the config's study implies present (`unbundled`)."""
     bundle = Path(bundle)
     problems = []
     for name in (MANIFEST, STATEMENT, STATEMENT_JSON):
@@ -444,7 +459,22 @@ def verify_bundle(bundle: str | Path) -> list[str]:
         elif file_sha256(bundle / rel) != digest:
             problems.append(f"{rel}: its sha256 does not match {MANIFEST} (edited after the bundle was built)")
     problems += _verify_statement(bundle)
-    return problems
+    if config_paths:
+        problems += _config_problems(bundle, config_paths)
+    return list(dict.fromkeys(problems))  # a record's own problems are found by both checks
+
+
+def _config_problems(bundle: Path, config_paths: list[str]) -> list[str]:
+    """What the config says of the bundle: each release's config hash and identity (`verify_tree`), and the
+    releases the study implies that the bundle lacks."""
+    try:
+        statement = read_json(bundle / STATEMENT_JSON)
+        checks, _ = verify_tree(bundle, config_paths)
+        missing = unbundled(statement, load_config(config_paths))
+    except Exception as err:  # a damaged record or statement, a bad config: name it, never a traceback
+        return [str(err)]
+    problems = [f"{c.file}: {p}" for c in checks if c.problems != [MISSING] for p in c.problems]
+    return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)" for rel in missing]
 
 
 def _verify_statement(bundle: Path) -> list[str]:

@@ -288,6 +288,16 @@ def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = No
     return checks + missing, summary
 
 
+def missing_releases(config: dict, found: Sequence[str], skip_methods: Sequence[str] = ()) -> list[str]:
+    """The result.json files (relative to the results tree) the config's study (target `all`) implies
+    and `found` lacks, but those of `skip_methods`."""
+    expected = {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
+    return sorted(rel for rel in expected - set(found) if layout.parse(layout.RESULT, rel)["method"] not in skip_methods)
+
+
+MISSING = "missing: the config's study implies this release"
+
+
 def _completeness(config: dict, checks: list[Check]) -> list[Check]:
     """A failed check per release the config's study (target `all`) implies that is missing, and a
     problem added to each release of its studies and rule variants that the config does not imply
@@ -295,8 +305,8 @@ def _completeness(config: dict, checks: list[Check]) -> list[Check]:
     not enumerated here."""
     expected = {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
     found = {c.file: c for c in checks if layout.parse(layout.RESULT, c.file)}
-    missing = [Check(rel, str(layout.parse(layout.RESULT, rel)["method"]), None,
-                     problems=["missing: the config's study implies this release"]) for rel in sorted(expected - set(found))]
+    missing = [Check(rel, str(layout.parse(layout.RESULT, rel)["method"]), None, problems=[MISSING])
+               for rel in missing_releases(config, list(found))]
     studies = {(s["dataset"], s["extractor"]) for s in config["studies"]}
     variants = set(study_config.rule_variants(config))
     for rel in sorted(set(found) - expected):

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -245,6 +247,25 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+#: A label or class name written as an integer: 3, +1, -1, and 2.0 as spreadsheets and pandas write it.
+INTEGER_TEXT = re.compile(r"[+-]?[0-9]+(\.0*)?")
+
+
+def integer_text(text: str) -> int | None:
+    """The integer a label or class name `text` writes (`INTEGER_TEXT`), else None."""
+    text = text.strip()
+    return int(text.split(".")[0]) if INTEGER_TEXT.fullmatch(text) else None
+
+
+def _class_order(names: set[str]) -> list[str]:
+    """Class names read off the data in sorted order: numbers by value where every name is one (ratings
+    0.5 .. 10.0), else as text."""
+    try:
+        return sorted(names, key=lambda n: (float(n), n))
+    except ValueError:
+        return sorted(names)
+
+
 def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
                   declared: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Labels as indices into the class list: the `declared` classes in their order (integer labels are
@@ -255,9 +276,9 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
     values = list(train) + list(test)
     by_position = False  # integer labels index the class list (0..K-1), not name it
     if all(_is_integer(v) for v in values):
-        if declared is None or all(str(c).lstrip("-").isdigit() for c in declared):
+        if declared is None or all(integer_text(str(c)) is not None for c in declared):
             classes = list(declared) if declared is not None else [str(c) for c in sorted(set(values))]
-            index = {int(c): i for i, c in enumerate(classes)}
+            index = {integer_text(str(c)): i for i, c in enumerate(classes)}
         else:
             if values and min(values) < 0:
                 raise DatasetError(f"{where}: integer labels index the declared classes, so must be 0..K-1, "
@@ -265,7 +286,7 @@ def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
             by_position = True
             classes, index = list(declared), {c: c for c in range(len(declared))}
     elif all(isinstance(v, str) for v in values):
-        classes = list(declared) if declared is not None else sorted(set(values))
+        classes = list(declared) if declared is not None else _class_order(set(values))
         index = {c: i for i, c in enumerate(classes)}
     else:
         kinds = sorted({type(v).__name__ for v in values})
@@ -475,7 +496,8 @@ def load_image_folder(spec: FileDataset) -> Dataset:
 # text_table
 
 
-def _read_rows(path: Path, key: str) -> list[dict]:
+def read_table(path: Path, key: str) -> list[dict]:
+    """A text table's rows as dicts of cells; `key` names the table in an error."""
     suffix = path.suffix.lower()
     try:
         if suffix in (".csv", ".tsv"):
@@ -542,21 +564,42 @@ def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:
 
 
 def _label_value(value: Any) -> Any:
-    """CSV cells are strings: '3' is the integer 3; other strings are class names."""
+    """CSV cells are strings: '3', '+1' and '3.0' are integers (`INTEGER_TEXT`); other strings are class
+    names; JSON's true and false are the classes 'true' and 'false'."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped.lstrip("-").isdigit():
-            return int(stripped)
-        return stripped
+        number = integer_text(value)
+        return value.strip() if number is None else number
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and not float(value).is_integer():
+        return f"{float(value):g}"  # a half-star rating 0.5: a class named by its text, as in a CSV
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)
     return value
 
 
+def _is_number(value: Any) -> bool:
+    try:
+        return _is_integer(value) or math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _one_kind(labels: list[Any], declared: Sequence[str] | None) -> list[Any]:
+    """Numeric labels written both as integers and as decimals (ratings 0.5, 1, 1.5) as one kind, their
+    text (classes then sort by value), also where the declared classes name such decimals (integer labels
+    would otherwise index them); any other mix is left for `encode_labels` to refuse."""
+    integers = sum(_is_integer(v) for v in labels)
+    decimal_classes = declared is not None and all(map(_is_number, declared)) and any(integer_text(c) is None for c in declared)
+    if integers and (integers < len(labels) or decimal_classes) and all(map(_is_number, labels)):
+        return [str(v) for v in labels]
+    return labels
+
+
 def load_text_table(spec: FileDataset) -> Dataset:
     """A text table as a `Dataset`; `FileDataset.load` checked its named columns against the header first."""
     path = spec.path
-    rows = _read_rows(path, spec.key)
+    rows = read_table(path, spec.key)
     if not rows:
         raise DatasetError(f"{spec.key}.path: {path} has no rows")
     texts, labels, splits = [], [], []
@@ -570,11 +613,13 @@ def load_text_table(spec: FileDataset) -> Dataset:
             raise DatasetError(f"{spec.key}.label_field: {path.name} row {i}: empty label in column {spec.label_field!r}")
         labels.append(label)
         if spec.split_field:
-            splits.append(str(row.get(spec.split_field)).strip())
+            splits.append(str(row.get(spec.split_field)).strip().lower())  # Train, TEST as written by hand
+    labels = _one_kind(labels, spec.classes)
     if spec.split_field:
         unknown = sorted(set(splits) - {"train", "test"})
         if unknown:
-            raise DatasetError(f"{spec.key}.split_field: {path.name} has split value(s) {unknown}; expected train or test")
+            raise DatasetError(f"{spec.key}.split_field: {path.name} has split value(s) {unknown} in column "
+                               f"{spec.split_field!r}; expected train or test (map a validation split to one of them)")
         train_idx = np.flatnonzero(np.asarray(splits) == "train")
         test_idx = np.flatnonzero(np.asarray(splits) == "test")
         how = f"split by column {spec.split_field!r}"

@@ -156,6 +156,9 @@ IMAGE_METHODS: tuple[str, ...] = ("oso_dpsgd_cnn",)
 FEATURE_BASELINES: tuple[str, ...] = tuple(m for m in BASELINES if m not in IMAGE_METHODS)
 #: Results that are not private HPO, whatever their ledger says (tables label them).
 NONPRIVATE_HPO: tuple[str, ...] = ("grid_oracle",)
+#: Methods whose releases are not DP (ε = ∞): the non-private reference and the test-selected oracles.
+#: A bundle holds them only with `dphpo release --include-nonprivate`.
+NOT_DP_METHODS: tuple[str, ...] = ("nonprivate", *NONPRIVATE_HPO)
 
 
 def configured_baselines(config: dict) -> list[str]:

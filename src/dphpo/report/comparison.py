@@ -19,7 +19,7 @@ from pathlib import Path
 
 from dphpo.hpo.registry import settings_sources
 from dphpo.io import write_text
-from dphpo.report.plotting import eps_axis, panel_grid, save_figure
+from dphpo.report.plotting import delta_text, eps_axis, panel_grid, save_figure
 from dphpo.report.specs import COMPARISON_LABELS
 from dphpo.report.tables import (
     Table,
@@ -229,14 +229,17 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
         sub = [r for r in rows if (r["dataset"], r["extractor"]) == (dataset, extractor)]
         for method in sorted({r["method_id"] for r in sub}, key=_method_order):
             line = sorted((r for r in sub if r["method_id"] == method), key=lambda r: r["target ε"])
-            # a method keeps its colour in every panel
-            color = f"C{_method_order(method)[0] % 10}"
+            # a method keeps its colour and marker in every panel; past ten methods the colours repeat
+            # with another marker and a dash-dot line
+            order = _method_order(method)[0]
+            color, marker = f"C{order % 10}", "os^"[order // 10 % 3]
             style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2, "color": color} if method.startswith(OURS) else {"color": color}
+            style |= {"ls": "-."} if order >= 10 and method != ORACLE else {}
             ax.errorbar(
                 [r["target ε"] for r in line],
                 [100 * r["accuracy_mean"] for r in line],
                 yerr=[100 * r["accuracy_std"] for r in line],
-                marker="o",
+                marker=marker,
                 ms=3.5,
                 capsize=2,
                 label=method_label(method),
@@ -244,7 +247,9 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
             )
         if (dataset, extractor) in ref_acc:
             ax.axhline(100 * ref_acc[(dataset, extractor)], ls=":", color="k", lw=1, label="non-private training (ε = ∞)")
-        eps_axis(ax, [r["target ε"] for r in sub], "total ε (search included; oracle: search not accounted)")
+        oracle = "; oracle: search not accounted" if any(r["method_id"] == ORACLE for r in sub) else ""
+        private = [r["total_delta"] for r in sub if r["private_hpo"]] or [r["total_delta"] for r in sub]
+        eps_axis(ax, [r["target ε"] for r in sub], f"total ε at {delta_text(private)} (search included{oracle})")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dphpo.report.plotting import eps_axis, panel_grid, save_figure
+from dphpo.report.plotting import delta_text, eps_axis, panel_grid, save_figure
 from dphpo.report.tables import (
     DEFAULT_VARIANT,
     Table,
@@ -162,7 +162,7 @@ def plot(rows: list[dict], path: str | Path) -> None:
                         marker="o", capsize=3, label=label)
         if sub[0]["_ref"] is not None:
             ax.axhline(100 * sub[0]["_ref"], ls="--", color="k", lw=1, label="non-private (ε = ∞)")
-        eps_axis(ax, eps, "target ε = total ε of each run (search included)")
+        eps_axis(ax, eps, f"total ε per run, search included ({delta_text(r['δ'] for r in sub)})")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)

@@ -43,6 +43,13 @@ def panel_grid(n: int, panel_width: float, panel_height: float, max_columns: int
     return fig, flat[:n]
 
 
+def delta_text(deltas: Iterable[float]) -> str:
+    """The δ of a panel's runs for its axis label: 'δ = 1e-05', or 'δ ≤ …' where they differ (a truncated
+    random number of trials adds its δ_cap)."""
+    found = sorted({float(d) for d in deltas})
+    return f"δ = {found[0]:.3g}" if len(found) == 1 else f"δ ≤ {found[-1]:.3g}"
+
+
 def eps_axis(ax, eps_values: Iterable[float], label: str = "total ε") -> None:
     """Log-scaled ε axis ticked at the budgets that were run, labelled plainly (0.25, 1, 8).
 
