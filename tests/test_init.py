@@ -242,7 +242,9 @@ def test_init_keeps_a_tables_own_split_and_names_one_it_passes_over(tmp_path, ca
     (tmp_path / "given.csv").write_text("text,label,split\n" + "".join(rows))
     assert dphpo(["init", "--texts", str(tmp_path / "given.csv"), "--out", str(tmp_path / "given.yaml")]) == 0
     assert "split by column 'split'); 90 train / 30 test records" in capsys.readouterr().out
-    assert yaml.safe_load((tmp_path / "given.yaml").read_text())["datasets"]["given"]["split_field"] == "split"
+    text = (tmp_path / "given.yaml").read_text()
+    assert yaml.safe_load(text)["datasets"]["given"]["split_field"] == "split"
+    assert "split_field: your table's own train/test split (given: column 'split')" in text  # the header says so
 
     (tmp_path / "dev.csv").write_text("text,label,split\n" + "".join(r.replace("Test", "validation") for r in rows))
     assert dphpo(["init", "--texts", str(tmp_path / "dev.csv"), "--out", str(tmp_path / "dev.yaml")]) == 0

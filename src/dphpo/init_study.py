@@ -217,10 +217,17 @@ HEADER = """\
 #   and delta uses it: keep it only if you publish that size anyway, else write a public number.
 # - datasets.<name>.classes were READ from your files ({classes}): the label set, in the model's order. Keep
 #   them if the task's classes are public (they usually are); a label outside them is refused.
-# - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
+{split}# - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
 #   what all releases together cost.
 # The paper's rule (the main study) and the recommended safeguarded rule (variants.safeguarded) both run;
 # the tables show them side by side with the baselines below.
+"""
+
+
+#: Below the header where a table's own split is used (`split_field`).
+SPLIT_COMMENT = """\
+# - datasets.<name>.split_field: your table's own train/test split ({split}), taken from your files: keep it
+#   if the split is public (a benchmark's published split); its test rows are published exactly (test_split).
 """
 
 
@@ -242,7 +249,10 @@ def render(config: dict, command: str) -> str:
     if config.get("namespace") is not None:
         comment = NAMESPACE_COMMENT.format(namespace=config["namespace"])
         body = re.sub(r"^(?=namespace:)", lambda _: comment, body, count=1, flags=re.MULTILINE)
-    return HEADER.format(command=command, counted=counted, classes=classes) + "\n" + body
+    split = [f"{name}: column {s['split_field']!r}" for name, s in own.items() if s.get("split_field")]
+    # read off the files like the classes: public only where the split is (a benchmark's own)
+    split_comment = SPLIT_COMMENT.format(split="; ".join(split)) if split else ""
+    return HEADER.format(command=command, counted=counted, classes=classes, split=split_comment) + "\n" + body
 
 
 def head_parameters(config: dict, found: Inspection) -> int:

@@ -260,10 +260,9 @@ def integer_text(text: str) -> int | None:
 def _class_order(names: set[str]) -> list[str]:
     """Class names read off the data in sorted order: numbers by value where every name is one (ratings
     0.5 .. 10.0), else as text."""
-    try:
+    if all(map(_is_number, names)):
         return sorted(names, key=lambda n: (float(n), n))
-    except ValueError:
-        return sorted(names)
+    return sorted(names)
 
 
 def encode_labels(train: Sequence[Any], test: Sequence[Any], where: str,
