@@ -719,8 +719,8 @@ def _positionals_from_configfile(args: argparse.Namespace, names: tuple[str, ...
     tail = words[-len(missing):] if len(words) > len(missing) else []
     if not tail or any(Path(w).is_file() for w in tail):
         wanted = " ".join(n.upper() for n in names)
-        args.parser.error(f"{' and '.join(n.upper() for n in missing)} missing: give {wanted} before --configfile "
-                          f"(`dphpo {args.parser.prog.split()[-1]} {wanted} --configfile FILE ...`)")
+        where = f" before --configfile (`{args.parser.prog} {wanted} --configfile FILE ...`)" if words else ""
+        args.parser.error(f"{' and '.join(n.upper() for n in missing)} missing: give {wanted}{where}")
     args.configfile = words[: -len(missing)]
     for name, word in zip(missing, tail, strict=True):
         setattr(args, name, word)
