@@ -458,36 +458,30 @@ def verify_bundle(bundle: str | Path, config_paths: list[str] | None = None) -> 
             problems.append(f"{rel}: listed in {MANIFEST} but missing")
         elif file_sha256(bundle / rel) != digest:
             problems.append(f"{rel}: its sha256 does not match {MANIFEST} (edited after the bundle was built)")
-    problems += _verify_statement(bundle)
-    if config_paths:
-        problems += _config_problems(bundle, config_paths)
-    return list(dict.fromkeys(problems))  # a record's own problems are found by both checks
+    problems += _verify_statement(bundle, config_paths)
+    return problems
 
 
-def _config_problems(bundle: Path, config_paths: list[str]) -> list[str]:
-    """What the config says of the bundle: each release's config hash and identity (`verify_tree`), and the
-    releases the study implies that the bundle lacks."""
-    try:
-        statement = read_json(bundle / STATEMENT_JSON)
-        checks, _ = verify_tree(bundle, config_paths)
-        missing = unbundled(statement, load_config(config_paths))
-    except Exception as err:  # a damaged record or statement, a bad config: name it, never a traceback
-        return [str(err)]
+def _record_problems(bundle: Path, releases: list[Release], statement: dict, config_paths: list[str] | None) -> list[str]:
+    """Each release's own check (`check_record`); with `config_paths`, `verify_tree`'s, which also checks its
+    config hash, and the releases the config's study implies that the bundle lacks."""
+    if not config_paths:
+        return [f"{r.rel}: {p}" for r in releases for p in check_record(r.record, r.rel).problems]
+    checks, _ = verify_tree(bundle, config_paths)
     problems = [f"{c.file}: {p}" for c in checks if c.problems != [MISSING] for p in c.problems]
-    return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)" for rel in missing]
+    return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)"
+                       for rel in unbundled(statement, load_config(config_paths))]
 
 
-def _verify_statement(bundle: Path) -> list[str]:
+def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]:
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp_accounting's per-order convergence chatter
     try:
         statement = read_json(bundle / STATEMENT_JSON)
         releases = find_releases(bundle)
-    except Exception as err:  # a damaged record or statement: name it, never a traceback
+        problems = _record_problems(bundle, releases, statement, config_paths)
+    except Exception as err:  # a damaged record or statement, a bad config: name it, never a traceback
         return [str(err)]
-    problems = []
     for r in releases:
-        check = check_record(r.record, r.rel)
-        problems += [f"{r.rel}: {p}" for p in check.problems]
         if not r.dp and not statement.get("include_nonprivate"):
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}

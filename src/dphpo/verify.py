@@ -288,11 +288,14 @@ def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = No
     return checks + missing, summary
 
 
+def implied_releases(config: dict) -> set[str]:
+    """The result.json files (relative to the results tree) the config's study (target `all`) implies."""
+    return {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
+
+
 def missing_releases(config: dict, found: Sequence[str], skip_methods: Sequence[str] = ()) -> list[str]:
-    """The result.json files (relative to the results tree) the config's study (target `all`) implies
-    and `found` lacks, but those of `skip_methods`."""
-    expected = {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
-    return sorted(rel for rel in expected - set(found) if layout.parse(layout.RESULT, rel)["method"] not in skip_methods)
+    """The releases the config's study implies (`implied_releases`) that `found` lacks, but those of `skip_methods`."""
+    return sorted(rel for rel in implied_releases(config) - set(found) if layout.parse(layout.RESULT, rel)["method"] not in skip_methods)
 
 
 MISSING = "missing: the config's study implies this release"
@@ -303,10 +306,10 @@ def _completeness(config: dict, checks: list[Check]) -> list[Check]:
     problem added to each release of its studies and rule variants that the config does not imply
     (another method, seed or target ε). Releases of other variants (the paper target's ablations) are
     not enumerated here."""
-    expected = {p.removeprefix(layout.ROOT + "/") for p in study_config.study_results(config)}
+    expected = implied_releases(config)
     found = {c.file: c for c in checks if layout.parse(layout.RESULT, c.file)}
     missing = [Check(rel, str(layout.parse(layout.RESULT, rel)["method"]), None, problems=[MISSING])
-               for rel in missing_releases(config, list(found))]
+               for rel in sorted(expected - set(found))]
     studies = {(s["dataset"], s["extractor"]) for s in config["studies"]}
     variants = set(study_config.rule_variants(config))
     for rel in sorted(set(found) - expected):

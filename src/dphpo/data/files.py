@@ -570,10 +570,9 @@ def _label_value(value: Any) -> Any:
     if isinstance(value, str):
         number = integer_text(value)
         return value.strip() if number is None else number
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and not float(value).is_integer():
-        return f"{float(value):g}"  # a half-star rating 0.5: a class named by its text, as in a CSV
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return int(value)
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        # 3.0 (pandas' integers beside a missing cell) is 3; a half-star rating 0.5 a class named by its text, as in a CSV
+        return int(value) if float(value).is_integer() else f"{float(value):g}"
     return value
 
 
