@@ -11,7 +11,8 @@ import pytest
 from dphpo.errors import InfeasibleBudgetError
 from dphpo.io import read_json, write_json
 from dphpo.privacy.gdp import compose_mu, eps_from_mu, mu_from_eps
-from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu, plan_stages
+from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu
+from dphpo.privacy.planning import plan_stages
 from dphpo.privacy.rdp import DEFAULT_ORDERS, gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
 from dphpo.privacy.tuning import ps_ledger_entry
 
@@ -80,14 +81,15 @@ def test_infeasible_plan_names_each_release():
 
 def test_plan_stages_known_check_and_exact_total():
     plan = plan_stages(1.0, DELTA, n_trials=3, stage_eps=[0.1, 0.2])
-    assert plan["total_eps"] == pytest.approx(1.0, rel=1e-9)
+    # the final μ is shaved by BUDGET_SAFETY like every planned budget: the total never exceeds the target
+    assert 1.0 - 1e-8 < plan["total_eps"] <= 1.0
     assert plan["stage_mu"] == [mu_from_eps(0.1, DELTA), mu_from_eps(0.2, DELTA)]
     assert plan["final_eps"] == pytest.approx(eps_from_mu(plan["final_mu"], DELTA))
     # the known check runs the other way: ε_f = 0.88 composes to 0.9963, so ε_f at total 1 is just above 0.88
     assert 0.88 < plan["final_eps"] < 0.89
     ledger = plan["ledger"]
-    assert [e.what for e in ledger.entries] == ["stage 1 trials", "stage 2 trials"]
-    assert [e.count for e in ledger.entries] == [3, 3]
+    assert [e.what for e in ledger.entries] == ["stage 1 trials", "stage 2 trials", "final run"]
+    assert [e.count for e in ledger.entries] == [3, 3, 1] and ledger.entries[-1].mu == plan["final_mu"]
 
 
 def test_plan_stages_charges_selection_releases():
@@ -97,8 +99,8 @@ def test_plan_stages_charges_selection_releases():
     sel = [e for e in noisy["ledger"].entries if "selection" in e.what]
     assert [e.count for e in sel] == [3, 3] and all(e.mu == 0.05 for e in sel)
     expected = math.sqrt(mu_from_eps(1.0, DELTA) ** 2 - 3 * sum(m**2 for m in noisy["stage_mu"]) - 6 * 0.05**2)
-    assert noisy["final_mu"] == pytest.approx(expected, rel=1e-12)
-    assert noisy["total_eps"] == pytest.approx(1.0, rel=1e-9)
+    assert expected * (1 - 2e-9) < noisy["final_mu"] < expected
+    assert 1.0 - 1e-8 < noisy["total_eps"] <= 1.0
     once = plan_stages(1.0, DELTA, n_trials=3, stage_eps=[0.1, 0.2], selection_mu=0.05, selections_per_stage=1)
     assert once["final_mu"] > noisy["final_mu"]
 
@@ -106,7 +108,7 @@ def test_plan_stages_charges_selection_releases():
 def test_plan_stages_supports_more_stages():
     plan = plan_stages(2.0, DELTA, n_trials=4, stage_eps=[0.05, 0.1, 0.2])
     assert len(plan["stage_mu"]) == 3
-    assert plan["total_eps"] == pytest.approx(2.0, rel=1e-9)
+    assert 2.0 - 1e-8 < plan["total_eps"] <= 2.0
 
 
 def test_plan_stages_infeasible_raises_before_training():

@@ -92,6 +92,40 @@ def test_zero_mu_costs_nothing_and_tiny_mu_rounds_to_zero():
     assert eps_from_mu(1e-9, 1e-5) == 0.0
 
 
+@pytest.mark.parametrize("mu", [1e-300, 1e-100, 1e-13, 1e-8, 1e-5, 3e-3, 9e-3, 2e-2])
+@pytest.mark.parametrize("ratio", [0.0, 0.3, 1.0, 3.0, 8.0])
+def test_delta_of_tiny_mu_matches_high_precision_formula(mu, ratio):
+    """Small μ + ε: Φ(−ε/μ + μ/2) and e^ε·Φ(−ε/μ − μ/2) agree to most digits; their difference, taken in
+    floats, underestimated δ by 1 % at μ = 1e-13 (so μ(ε, δ) came out too large). The narrow-interval
+    form holds 1e-9 against 400 digits (the rest is the cancellation inherent in δ ≪ Φ at ε ≫ μ)."""
+    eps = mu * ratio
+    with mpmath.workdps(400):  # μ down to 1e-300: Φ differences of that size
+        mu_, eps_ = mpmath.mpf(mu), mpmath.mpf(eps)
+        expected = mpmath.ncdf(-eps_ / mu_ + mu_ / 2) - mpmath.exp(eps_) * mpmath.ncdf(-eps_ / mu_ - mu_ / 2)
+        assert float(abs(mpmath.exp(_log_delta(mu, eps)) - expected) / expected) < 1e-9
+    assert log_delta_array(mu, np.array([eps]))[0] == pytest.approx(_log_delta(mu, eps), rel=1e-14)
+
+
+@pytest.mark.parametrize("eps,delta", [(1e-13, 1e-14), (1e-9, 1e-12), (0.0, 1e-300), (1e-6, 1e-7)])
+def test_mu_from_eps_below_the_old_floor(eps, delta):
+    """μ(ε, δ) below 1e-12 used to be clamped at 1e-12 (at ε = 1e-13, δ = 1e-14: 35 × the asked δ)."""
+    with mpmath.workdps(400):  # μ down to 1e-300: Φ differences of that size
+        eps_, delta_ = mpmath.mpf(eps), mpmath.mpf(delta)
+
+        def excess(m):
+            return mpmath.ncdf(-eps_ / m + m / 2) - mpmath.exp(eps_) * mpmath.ncdf(-eps_ / m - m / 2) - delta_
+
+        expected = float(mpmath.findroot(excess, delta * 2.5 * (1 + eps / delta)))
+    assert mu_from_eps(eps, delta) == pytest.approx(expected, rel=1e-9)
+    if eps > 0:
+        assert eps_from_mu(mu_from_eps(eps, delta), delta) == pytest.approx(eps, rel=1e-9)
+
+
+def test_eps_of_a_huge_mu_is_refused_not_nan():
+    with pytest.raises(ValueError, match="exceeds"):
+        eps_from_mu(3e300, 1e-5)
+
+
 def test_sigma_for_steps_is_sqrt_steps_over_mu():
     for steps in [1, 10, 250]:
         for eps, delta in [(0.1, 1e-5), (1.0, 1e-6), (8.0, 1e-9)]:
@@ -189,6 +223,23 @@ def test_prv_sigma_for_meets_the_target():
     sigma = prv_sigma_for(q, steps, eps, delta, rtol=1e-2)
     assert prv_eps_subsampled_gaussian(q, sigma, steps, delta) <= eps
     assert prv_eps_subsampled_gaussian(q, sigma / 1.02, steps, delta) > eps
+
+
+def test_calibration_steps_past_an_infinite_eps_without_stalling():
+    """An accountant that returns ε = inf below some σ (prv-accountant at σ far too small) used to pin
+    the false-position search at its bracket end, moving 0.03 % per (1 s) evaluation: `sigma --eps 1000
+    --accountant prv` never returned. Now it bisects against the infinite end."""
+    from dphpo.privacy.calibrate import calibrate_log_sigma
+
+    calls = []
+
+    def eps_of(sigma):
+        calls.append(sigma)
+        return math.inf if sigma < 0.02 else eps_from_mu(1.0 / sigma, 1e-5)
+
+    exact = 1.0 / mu_from_eps(1000.0, 1e-5)  # ≈ 0.0246, above the infinite region
+    found = calibrate_log_sigma(eps_of, 1000.0, 1e-4, rtol=1e-3)
+    assert exact <= found <= exact * 1.001 and len(calls) < 40
 
 
 def test_smallest_sigma_finds_the_closed_form_sigma_from_above():

@@ -92,6 +92,21 @@ def test_rdp_at_uses_the_next_larger_order():
 # --- Papernot & Steinke ----------------------------------------------------------------------
 
 
+def test_tnb_gamma_reaches_log_inverse_gamma_up_to_700():
+    """E[K] ≈ η/γ: 1e250 needs log(1/γ) ≈ 576, past the old bracket's last doubling (512)."""
+    gamma = tnb_gamma(1e250, 0.5)
+    assert 512 < -math.log(gamma) < 700
+    assert tnb_mean(gamma, 0.5) == pytest.approx(1e250, rel=1e-9)
+    with pytest.raises(ValueError, match="out of reach for eta=-0.99999999"):
+        tnb_gamma(10.0, -0.99999999)
+
+
+def test_subsampled_gaussian_rdp_is_never_negative():
+    """At a huge σ the exact value is 0; rounding used to leave −1e-17, which the ledger refuses."""
+    rdp = subsampled_gaussian_rdp(0.1, 1e300, 10)
+    assert np.all(rdp >= 0.0) and np.all(rdp < 1e-12)
+
+
 @pytest.mark.parametrize("eta", [-0.5, 0.0, 0.5, 1.0, 3.0])
 @pytest.mark.parametrize("mean", [1.0, 2.0, 10.0, 100.0])
 def test_tnb_gamma_inverts_the_mean(eta, mean):

@@ -292,10 +292,15 @@ def test_verify_release_with_the_config_checks_hashes_and_that_nothing_is_left_o
     assert main(["release", str(partial), str(tmp_path / "chosen"), "--methods", "random_search_k", "--configfile", cfg]) == 0
     assert "warning" not in capsys.readouterr().err
     assert main(["verify", "--release", str(tmp_path / "chosen"), "--configfile", cfg]) == 0
+    # --methods swallows the folders after it too: the words that are no method's name are taken back
+    assert main(["release", "--configfile", cfg, "--methods", "random_search_k", str(partial), str(tmp_path / "chosen2")]) == 0
+    assert main(["verify", "--release", str(tmp_path / "chosen2"), "--configfile", cfg]) == 0
 
     other = tmp_path / "other.yaml"  # another config (a smaller delta): every release's hash differs
     other.write_text("seeds: [0]\nprivacy: {delta: 1.0e-6}\n")
     assert main(["verify", "--release", str(tmp_path / "whole"), "--configfile", cfg, str(other)]) == 1
     assert "config hash" in capsys.readouterr().out
+    assert main(["verify", "--release", str(tmp_path / "whole"), "--configfile", str(tmp_path / "absent.yaml")]) == 2
+    assert "--configfile: no such file" in capsys.readouterr().err
     assert main(["release", "--configfile", cfg]) == 2
     assert "RESULTS_DIR and OUT_DIR missing: give RESULTS_DIR OUT_DIR before --configfile" in capsys.readouterr().err

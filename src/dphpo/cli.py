@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from dphpo.audit import MAX_RUNS, MIN_RUNS
 from dphpo.errors import DPHPOError
 from dphpo.io import write_text
 
@@ -107,15 +108,11 @@ def nonnegative_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
-#: Audit runs per budget: each is a model trained in one batched tensor program, so 10^12 would ask
-#: for terabytes before the first step; a million already resolves ε to its second decimal.
-MAX_AUDIT_RUNS = 1_000_000
-
-
 def audit_runs(text: str) -> int:
-    x = _int_at_least(text, 2)
-    if x > MAX_AUDIT_RUNS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_AUDIT_RUNS:,} runs per budget, got {text}")
+    """Audit runs per budget, within `dphpo.audit.MIN_RUNS`..`MAX_RUNS`."""
+    x = _int_at_least(text, MIN_RUNS)
+    if x > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RUNS:,} runs per budget, got {text}")
     return x
 
 
@@ -156,6 +153,11 @@ def _emit(args: argparse.Namespace, value: float, fields: dict[str, Any], header
     return 0
 
 
+def _note(message: str) -> None:
+    """A remark on stderr, which leaves the printed number (and --json's object) alone."""
+    print(f"note: {message}", file=sys.stderr)
+
+
 def _fail(prog: str, message: str) -> int:
     print(f"{prog}: error: {' '.join(message.split())}", file=sys.stderr)
     return 2
@@ -165,6 +167,12 @@ def _fail(prog: str, message: str) -> int:
 # dphpo privacy ...
 
 
+#: The `accountant` field of the calculators whose numbers are closed forms (the run calculators
+#: give their run accountant's `describe()`, which has the same name and formula keys).
+GDP_CLOSED_FORM = {"name": "gdp", "formula": "exact GDP closed form, delta(eps) of mu-GDP (Dong, Roth & Su 2022, Cor. 2.13)"}
+PS_TUNING = {"name": "rdp", "formula": "RDP of Papernot-Steinke tuning with a random number of trials (Papernot & Steinke 2022)"}
+
+
 def _privacy_eps(args: argparse.Namespace) -> int:
     from dphpo.privacy.gdp import eps_from_mu
 
@@ -172,7 +180,7 @@ def _privacy_eps(args: argparse.Namespace) -> int:
     return _emit(
         args,
         eps,
-        {"eps": eps, "mu": args.mu, "delta": args.delta, "accountant": "gdp_closed_form"},
+        {"eps": eps, "mu": args.mu, "delta": args.delta, "accountant": GDP_CLOSED_FORM},
         f"eps of a mu={args.mu:g}-GDP mechanism at delta={args.delta:g}:",
     )
 
@@ -184,7 +192,7 @@ def _privacy_mu(args: argparse.Namespace) -> int:
     return _emit(
         args,
         mu,
-        {"mu": mu, "eps": args.eps, "delta": args.delta, "accountant": "gdp_closed_form"},
+        {"mu": mu, "eps": args.eps, "delta": args.delta, "accountant": GDP_CLOSED_FORM},
         f"largest mu whose mu-GDP implies (eps={args.eps:g}, delta={args.delta:g})-DP:",
     )
 
@@ -196,6 +204,9 @@ def _run_accountant(args: argparse.Namespace):
     sample_rate = None if args.sample_rate in (None, 1.0) else args.sample_rate
     if sample_rate is not None and args.adjacency != "add_remove":
         args.parser.error("--sample-rate below 1 (Poisson-subsampled steps) is accounted for --adjacency add_remove only")
+    if sample_rate is not None and args.accountant == "gdp":
+        _note("--accountant gdp with --sample-rate below 1: Poisson-subsampled steps have no exact GDP form; "
+              "they are accounted by rdp, as the workflow accounts them")
     return make_accountant(args.accountant, args.delta, args.adjacency, sample_rate, args.eps_error)
 
 
@@ -213,17 +224,10 @@ def _run_fields(args: argparse.Namespace, accountant: Any, sigma: float) -> dict
     return fields
 
 
-def _out_of_range(flags: str, err: Exception) -> DPHPOError:
-    return DPHPOError(f"{flags}: out of the range this accountant can compute ({err})")
-
-
 def _privacy_sigma(args: argparse.Namespace) -> int:
     accountant = _run_accountant(args)
-    try:
-        sigma = accountant.sigma_for_eps(args.eps, args.steps)
-        fields = _run_fields(args, accountant, sigma) | {"eps": args.eps}
-    except (ValueError, OverflowError, ZeroDivisionError) as err:
-        raise _out_of_range(f"--eps {args.eps:g} with --steps {args.steps}", err) from None
+    sigma = accountant.sigma_for_eps(args.eps, args.steps)
+    fields = _run_fields(args, accountant, sigma) | {"eps": args.eps}
     return _emit(
         args,
         sigma,
@@ -235,10 +239,7 @@ def _privacy_sigma(args: argparse.Namespace) -> int:
 
 def _privacy_run_eps(args: argparse.Namespace) -> int:
     accountant = _run_accountant(args)
-    try:
-        fields = _run_fields(args, accountant, args.sigma)
-    except (ValueError, OverflowError, ZeroDivisionError) as err:
-        raise _out_of_range(f"--sigma {args.sigma:g} with --steps {args.steps}", err) from None
+    fields = _run_fields(args, accountant, args.sigma)
     return _emit(
         args,
         fields["standalone_eps"],
@@ -249,7 +250,7 @@ def _privacy_run_eps(args: argparse.Namespace) -> int:
 
 
 def _privacy_plan(args: argparse.Namespace) -> int:
-    from dphpo.privacy.ledger import plan_stages
+    from dphpo.privacy.planning import plan_stages
 
     if args.stage_eps is not None:
         if args.eps1 is not None or args.eps2 is not None:
@@ -260,17 +261,14 @@ def _privacy_plan(args: argparse.Namespace) -> int:
             args.parser.error("--eps1 and --eps2 are required (or --stage-eps E1 E2 ...)")
         stage_eps = [args.eps1, args.eps2]
     selection = _planned_selection(args, len(stage_eps))
-    try:
-        plan = plan_stages(
-            args.total_eps,
-            args.delta,
-            n_trials=args.n,
-            stage_eps=stage_eps,
-            selection_mu=args.selection_mu,
-            selections_per_stage=args.selections_per_stage,
-        )
-    except DPHPOError as err:
-        return _fail("dphpo privacy plan", str(err))
+    plan = plan_stages(
+        args.total_eps,
+        args.delta,
+        n_trials=args.n,
+        stage_eps=stage_eps,
+        selection_mu=args.selection_mu,
+        selections_per_stage=args.selections_per_stage,
+    )
     fields = {k: v for k, v in plan.items() if k != "ledger"}
     fields["target_eps"] = args.total_eps
     fields["ledger"] = plan["ledger"].to_dict(args.delta)
@@ -323,9 +321,18 @@ def _planned_selection(args: argparse.Namespace, n_stages: int):
     return plan
 
 
+def _poisson_delta_field(args: argparse.Namespace) -> dict[str, str]:
+    """--poisson-delta as recorded: it only applies to a Poisson number of trials."""
+    return {"poisson_delta": args.poisson_delta} if args.distribution == "poisson" else {}
+
+
 def _check_eta(args: argparse.Namespace) -> float | None:
     if args.distribution == "tnb" and args.eta is None:
         args.parser.error("--eta is required with --distribution tnb")
+    if args.poisson_delta is None:
+        args.poisson_delta = "gdp"
+    elif args.distribution != "poisson":
+        args.parser.error(f"--poisson-delta applies to --distribution poisson only, not {args.distribution}")
     fixed = {"logarithmic": 0.0, "geometric": 1.0}
     if args.eta is not None:
         if args.distribution == "poisson":
@@ -356,9 +363,8 @@ def _privacy_select(args: argparse.Namespace) -> int:
         "distribution": args.distribution,
         "eta": eta_v,
         "delta": args.delta,
-        "accountant": "rdp (Papernot & Steinke 2022)",
-        "poisson_delta": args.poisson_delta,
-    }
+        "accountant": PS_TUNING,
+    } | _poisson_delta_field(args)
     return _emit(
         args,
         eps,
@@ -370,15 +376,10 @@ def _privacy_select(args: argparse.Namespace) -> int:
 
 def _privacy_select_mu(args: argparse.Namespace) -> int:
     from dphpo.privacy.gdp import eps_from_mu
-    from dphpo.privacy.tuning import calibrate_ps_mu, ps_tuned_eps
+    from dphpo.privacy.tuning import calibrate_ps_mu, ps_tuned_eps, resolve_distribution
 
     eta = _check_eta(args)
-    try:
-        mu = calibrate_ps_mu(
-            args.eps, args.delta, args.distribution, args.mean_trials, eta, poisson_delta=args.poisson_delta
-        )
-    except DPHPOError as err:
-        return _fail("dphpo privacy select-mu", str(err))
+    mu = calibrate_ps_mu(args.eps, args.delta, args.distribution, args.mean_trials, eta, poisson_delta=args.poisson_delta)
     fields = {
         "mu_trial": mu,
         "eps_trial": eps_from_mu(mu, args.delta),
@@ -386,10 +387,10 @@ def _privacy_select_mu(args: argparse.Namespace) -> int:
         "eps": ps_tuned_eps(mu, args.distribution, args.mean_trials, eta, args.delta, poisson_delta=args.poisson_delta),
         "mean_trials": args.mean_trials,
         "distribution": args.distribution,
-        "eta": eta,
+        "eta": resolve_distribution(args.distribution, eta)[1],
         "delta": args.delta,
-        "poisson_delta": args.poisson_delta,
-    }
+        "accountant": PS_TUNING,
+    } | _poisson_delta_field(args)
     return _emit(
         args,
         mu,
@@ -403,6 +404,12 @@ def _privacy_prv_eps(args: argparse.Namespace) -> int:
     from dphpo.privacy.prv import prv_eps_bounds_subsampled_gaussian
 
     out = prv_eps_bounds_subsampled_gaussian(args.q, args.sigma, args.steps, args.delta, args.eps_error)
+    out["accountant"] = {"name": "prv", "formula": out["accountant"], "eps_error": args.eps_error}
+    if args.eps_error >= out["eps_estimate"]:
+        _note(
+            f"--eps-error {args.eps_error!r} is at least the estimate eps={out['eps_estimate']:.4g}: the upper bound is "
+            "mostly the error margin; a smaller --eps-error tightens it"
+        )
     return _emit(
         args,
         out["eps_upper"],
@@ -410,6 +417,38 @@ def _privacy_prv_eps(args: argparse.Namespace) -> int:
         f"eps (PRV upper bound) of {args.steps} Poisson-subsampled Gaussian steps, q={args.q:g}, "
         f"sigma={args.sigma:g}, delta={args.delta:g}:",
     )
+
+
+#: What the numerical code under a calculator raises for inputs beyond what it can compute (a root
+#: bracket lost in float overflow, prv-accountant's grid); reported with the flags that led there.
+_NUMERIC_ERRORS = (ValueError, ArithmeticError)
+
+
+def _calculator(handler: Callable[[argparse.Namespace], int], prog: str) -> Callable[[argparse.Namespace], int]:
+    """`handler` with its errors reported as usage errors of `prog` (exit 2): a DPHPOError (an infeasible
+    plan, a refused grid) as it is; a numerical failure prefixed by the flags the user set."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except DPHPOError as err:
+            return _fail(prog, str(err))
+        except _NUMERIC_ERRORS as err:
+            return _fail(prog, f"{_given_flags(args)}: out of the range this calculator can compute ({err})")
+
+    return run
+
+
+def _given_flags(args: argparse.Namespace) -> str:
+    """The options of `args.parser` the user set to other than their defaults, as typed (`--sigma 1e-300`)."""
+    given = []
+    for action in args.parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest in ("help", "json") or value in (None, action.default):
+            continue
+        shown = " ".join(repr(v) if isinstance(v, float) else str(v) for v in (value if isinstance(value, list) else [value]))
+        given.append(f"{action.option_strings[0]} {shown}")
+    return " ".join(given)
 
 
 def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -426,7 +465,7 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     def leaf(name: str, handler: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help_, description=help_)
-        p.set_defaults(handler=handler, parser=p)
+        p.set_defaults(handler=_calculator(handler, f"dphpo privacy {name}"), parser=p)
         return p
 
     p = leaf("eps", _privacy_eps, "eps of a mu-GDP mechanism at delta")
@@ -540,8 +579,8 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
         p.add_argument(
             "--poisson-delta",
             choices=["gdp", "rdp"],
-            default="gdp",
-            help="Poisson K: delta-hat of a trial from exact GDP (default) or from its RDP curve",
+            default=None,
+            help="Poisson K only: delta-hat of a trial from exact GDP (default) or from its RDP curve",
         )
 
     p = leaf(
@@ -628,7 +667,7 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.set_defaults(handler=_audit, parser=p)
     p.add_argument("--eps", type=positive_float, nargs="+", required=True, help="claimed eps of one run (one or more)")
     p.add_argument("--delta", type=probability, default=d["delta"])
-    p.add_argument("--runs", type=audit_runs, default=d["runs"], help=f"training runs per budget, half in each world (2 to {MAX_AUDIT_RUNS:,})")
+    p.add_argument("--runs", type=audit_runs, default=d["runs"], help=f"training runs per budget, half in each world ({MIN_RUNS} to {MAX_RUNS:,})")
     p.add_argument("--steps", type=positive_int, default=d["steps"], help="steps T of each run")
     p.add_argument("--lr", type=positive_float, default=d["lr"], help="learning rate (momentum 0.9, unit clipping)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="expected Poisson batch size: audit DP-SGD")
@@ -708,22 +747,30 @@ def _missing(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _positionals_from_configfile(args: argparse.Namespace, names: tuple[str, ...]) -> None:
-    """`--configfile A RESULTS OUT`: argparse gives every word after --configfile to it. Take the trailing
-    words that are not files (a results tree is a folder, OUT_DIR a new path) back as the missing
+def _take_back_positionals(args: argparse.Namespace, names: tuple[str, ...], options: dict[str, Callable[[str], bool]]) -> None:
+    """`--configfile A RESULTS OUT`, `--methods m RESULTS OUT`: argparse gives every word after a
+    nargs=+ option to it. Take that option's trailing words that are not its own (`options[dest]`
+    says which are: a file for --configfile, a method name for --methods) back as the missing
     positionals `names`, else say what is missing and where it goes."""
     missing = [n for n in names if getattr(args, n) is None]
     if not missing:
         return
-    words = args.configfile or []
-    tail = words[-len(missing):] if len(words) > len(missing) else []
-    if not tail or any(Path(w).is_file() for w in tail):
-        wanted = " ".join(n.upper() for n in names)
-        where = f" before --configfile (`{args.parser.prog} {wanted} --configfile FILE ...`)" if words else ""
-        args.parser.error(f"{' and '.join(n.upper() for n in missing)} missing: give {wanted}{where}")
-    args.configfile = words[: -len(missing)]
-    for name, word in zip(missing, tail, strict=True):
-        setattr(args, name, word)
+    for dest, own in options.items():
+        words = getattr(args, dest) or []
+        tail = words[-len(missing):] if len(words) > len(missing) else []
+        if tail and not any(own(w) for w in tail):
+            setattr(args, dest, words[: -len(missing)])
+            for name, word in zip(missing, tail, strict=True):
+                setattr(args, name, word)
+            return
+    wanted = " ".join(n.upper() for n in names)
+    given = [f"--{dest}" for dest in options if getattr(args, dest)]
+    where = f" before {' and '.join(given)} (`{args.parser.prog} {wanted} {given[0]} ...`)" if given else ""
+    args.parser.error(f"{' and '.join(n.upper() for n in missing)} missing: give {wanted}{where}")
+
+
+def _is_file(word: str) -> bool:
+    return Path(word).is_file()
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -731,10 +778,13 @@ def _verify(args: argparse.Namespace) -> int:
     from dphpo.report.tables import Table
     from dphpo.verify import verify_tree
 
-    _positionals_from_configfile(args, ("results_dir",))
+    _take_back_positionals(args, ("results_dir",), {"configfile": _is_file})
     root = Path(args.results_dir)
     if not root.is_dir():
         return _fail("dphpo verify", f"RESULTS_DIR {root} is not a directory")
+    absent = [path for path in args.configfile or [] if not Path(path).is_file()]
+    if absent:
+        return _fail("dphpo verify", f"--configfile: no such file {', '.join(absent)}")
     if args.release:
         return _verify_release(root, args.configfile)
     checks, summary = verify_tree(root, args.configfile)
@@ -768,10 +818,13 @@ def _verify_release(root: Path, config_paths: list[str] | None) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
+    from dphpo.hpo.registry import METHODS, NOT_DP_METHODS
     from dphpo.release import build_bundle, unbundled
     from dphpo.studies.validate import load_config
 
-    _positionals_from_configfile(args, ("results_dir", "out_dir"))
+    _take_back_positionals(
+        args, ("results_dir", "out_dir"), {"configfile": _is_file, "methods": lambda w: w in METHODS or w in NOT_DP_METHODS}
+    )
     config = load_config(args.configfile) if args.configfile else None
     statement = build_bundle(args.results_dir, args.out_dir, include_nonprivate=args.include_nonprivate,
                              methods=args.methods, config=config)
@@ -798,7 +851,8 @@ def add_release_parser(subparsers: Any) -> argparse.ArgumentParser:
         "non-private reference and test-selected oracles only with --include-nonprivate (stated as eps = inf)."
     )
     p = subparsers.add_parser("release", help="build a publishable bundle from a results tree", description=text)
-    # nargs "?": words after --configfile are taken back as these where they are missing (_positionals_from_configfile)
+    # nargs "?": words after --configfile or --methods are taken back as these where they are missing
+    # (_take_back_positionals)
     p.add_argument("results_dir", nargs="?", metavar="RESULTS_DIR", help="the results tree (e.g. results/)")
     p.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="a new folder for the bundle")
     p.add_argument("--configfile", nargs="+", metavar="FILE", help="the workflow config file(s) (their design_notes label rows chosen on private data)")

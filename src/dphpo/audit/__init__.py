@@ -18,6 +18,11 @@ NORMALIZERS = ("public", "private_count")
 #: whose gradient is zero, so only the worlds' sizes differ.
 CANARIES = ("gradient", "zero")
 
+#: Runs per budget: at least 2 per world and half (the bounds split each world's runs in two); at most
+#: a million, since each is a model trained in one batched tensor program (10^12 would ask for
+#: terabytes before the first step) and a million already resolves ε to its second decimal.
+MIN_RUNS, MAX_RUNS = 8, 1_000_000
+
 #: Defaults of the `audit:` config section (workflow/schemas/config.schema.yaml) and of `dphpo audit`.
 CONFIG_DEFAULTS: dict[str, Any] = {
     "eps": [1.0, 4.0],

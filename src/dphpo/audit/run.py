@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dphpo.audit import CANARIES, CONFIG_DEFAULTS, NEIGHBOURS, NORMALIZERS, THREAT_MODELS
+from dphpo.audit import CANARIES, CONFIG_DEFAULTS, MIN_RUNS, NEIGHBOURS, NORMALIZERS, THREAT_MODELS
 from dphpo.audit.bounds import (
     achievable_bounds,
     eps_of_mu_lower,
@@ -109,8 +109,8 @@ class AuditSpec:
             raise ConfigError(f"audit.eps: expected a positive finite number, got {self.eps}")
         if not 0.0 < self.delta < 1.0:
             raise ConfigError(f"audit.delta: expected a number in (0, 1), got {self.delta}")
-        if int(self.runs) < 8:
-            raise ConfigError(f"audit.runs: expected at least 8 runs (2 per world and half), got {self.runs}")
+        if int(self.runs) < MIN_RUNS:
+            raise ConfigError(f"audit.runs: expected at least {MIN_RUNS} runs (2 per world and half), got {self.runs}")
         if int(self.steps) < 1:
             raise ConfigError(f"audit.steps: expected an integer >= 1, got {self.steps}")
         if not (self.lr > 0 and math.isfinite(self.lr)):

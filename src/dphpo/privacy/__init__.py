@@ -21,7 +21,8 @@ from dphpo.privacy.gdp import (
     mu_of_steps,
     sigma_for_steps,
 )
-from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu, plan_stages
+from dphpo.privacy.ledger import Ledger, LedgerEntry, plan_final_mu
+from dphpo.privacy.planning import plan_stages
 from dphpo.privacy.rdp import (
     gdp_rdp,
     poisson_subsampled_rdp,

@@ -50,6 +50,11 @@ def bisect_log(ok: Callable[[float], bool], good: float, bad: float, rtol: float
     return good
 
 
+#: Largest step in log σ while bracketing: an infinite ε (σ far too small, beyond what an accountant
+#: computes) moves σ by e⁴ per evaluation, and the search bisects against it instead of interpolating.
+_MAX_LOG_STEP = 4.0
+
+
 def calibrate_log_sigma(
     eps_of: Callable[[float], float], eps: float, guess: float, rtol: float = 3e-3, what: str = "the budget"
 ) -> float:
@@ -70,19 +75,19 @@ def calibrate_log_sigma(
             hi = (x, y)
             if lo is not None:
                 break
-            x = x - max(abs(y), 0.02)
+            x = x - min(max(abs(y), 0.02), _MAX_LOG_STEP)
         else:
             lo = (x, y)
             if hi is not None:
                 break
-            x = x + max(abs(y), 0.02)
+            x = x + min(max(abs(y), 0.02), _MAX_LOG_STEP)
         y = f(x)
     if lo is None or hi is None:
         raise ValueError(f"could not bracket the noise multiplier for {what}")
     side = 0
     while hi[0] - lo[0] > math.log1p(rtol):
         (xl, yl), (xh, yh) = lo, hi
-        x = xh - yh * (xh - xl) / (yh - yl)
+        x = xh - yh * (xh - xl) / (yh - yl) if math.isfinite(yl) else (xl + xh) / 2.0
         x = min(max(x, xl + 0.1 * math.log1p(rtol)), xh - 0.1 * math.log1p(rtol))
         y = f(x)
         if y <= 0:

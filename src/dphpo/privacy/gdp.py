@@ -10,30 +10,67 @@ All computations run in log space so tiny δ and large ε stay accurate.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 _MU_MAX = 1e4
+_MU_MIN = 1e-300
 _EPS_MAX = 1e4
+
+
+#: Below this μ + ε the two Φ terms of δ(ε) agree to about −log10(μ + ε) digits and their difference
+#: loses as many: there δ is computed from the width-μ integral of φ instead (`_narrow_log_delta`).
+_NARROW = 1e-2
+
+
+def _log1m_exp(x: float) -> float:
+    """log(1 − e^x) for x < 0, accurate near 0 and far below it."""
+    return math.log(-math.expm1(x)) if x > -0.693 else math.log1p(-math.exp(x))
 
 
 def _log_delta(mu: float, eps: float) -> float:
     """log δ(ε) of a μ-GDP mechanism; −inf when δ underflows to 0."""
+    if mu + eps < _NARROW:
+        return _narrow_log_delta(mu, eps)
     log_a = log_ndtr(-eps / mu + mu / 2.0)
     log_b = eps + log_ndtr(-eps / mu - mu / 2.0)
     diff = log_b - log_a  # ≤ 0: δ = Φ(a)(1 − e^diff)
     if diff >= 0.0:
         return -math.inf
-    # log(1 − e^x) for x < 0, accurate near 0 and far below it
-    log1m = math.log(-math.expm1(diff)) if diff > -0.693 else math.log1p(-math.exp(diff))
-    return float(log_a + log1m)
+    return float(log_a + _log1m_exp(diff))
+
+
+def _narrow_log_delta(mu: float, eps: float) -> float:
+    """log δ(ε) for small μ + ε, where Φ(−t + μ/2) − Φ(−t − μ/2) (t = ε/μ) cancels in floating point.
+
+    δ = [Φ(−t + μ/2) − Φ(−t − μ/2)] − (e^ε − 1)·Φ(−t − μ/2). The bracket is the integral of φ over a
+    width-μ interval around −t: μ·φ(t)·(1 + (t² − 1)μ²/24 + (t⁴ − 6t² + 3)μ⁴/1920 + …) (Taylor in the
+    half-width; the next term is below (μ + ε)⁶/3·10⁵ relative). The remaining difference loses at most
+    log10(t²) digits (δ/bracket ≥ ~1/t² by Mills' ratio).
+    """
+    t = eps / mu
+    m2, t2 = mu * mu, t * t
+    log_a = (
+        math.log(mu)
+        - 0.5 * t2
+        - 0.5 * math.log(2.0 * math.pi)
+        + math.log1p((t2 - 1.0) * m2 / 24.0 + (t2 * t2 - 6.0 * t2 + 3.0) * m2 * m2 / 1920.0)
+    )
+    if eps == 0.0:
+        return log_a
+    log_b = math.log(math.expm1(eps)) + float(log_ndtr(-t - mu / 2.0))
+    diff = log_b - log_a
+    if diff >= 0.0:
+        return -math.inf
+    return float(log_a + _log1m_exp(diff))
 
 
 def log_delta_array(mu: float, eps: np.ndarray) -> np.ndarray:
-    """Vectorized log δ(ε) of a μ-GDP mechanism over an array of ε ≥ 0 (−inf where δ underflows)."""
+    """Vectorized log δ(ε) of a μ-GDP mechanism over an array of ε ≥ 0 (−inf where δ underflows);
+    `_log_delta` element by element, with the wide case in numpy."""
     _check_positive("mu", mu)
     eps = np.asarray(eps, dtype=float)
     log_a = log_ndtr(-eps / mu + mu / 2.0)
@@ -44,7 +81,11 @@ def log_delta_array(mu: float, eps: np.ndarray) -> np.ndarray:
         log1m = np.where(
             near, np.log(-np.expm1(np.where(near, diff, -1.0))), np.log1p(-np.exp(np.where(near, -1.0, diff)))
         )
-    return np.where(diff >= 0.0, -np.inf, log_a + log1m)
+    out = np.where(diff >= 0.0, -np.inf, log_a + log1m)
+    narrow = mu + eps < _NARROW
+    if np.any(narrow):
+        out[narrow] = [_narrow_log_delta(mu, float(e)) for e in eps[narrow]]
+    return out
 
 
 def delta_from_mu(mu: float, eps: float) -> float:
@@ -61,6 +102,8 @@ def eps_from_mu(mu: float, delta: float) -> float:
     if mu == 0.0:
         return 0.0
     _check_positive("mu", mu)
+    if mu > _MU_MAX:  # ε ≥ μ²/2 − μ·Φ⁻¹(1 − δ) > 10⁷ here
+        raise ValueError(f"eps for mu={mu:g}, delta={delta:g} exceeds {_EPS_MAX:g}")
     target = math.log(delta)
     if _log_delta(mu, 0.0) <= target:
         return 0.0
@@ -69,7 +112,7 @@ def eps_from_mu(mu: float, delta: float) -> float:
         hi *= 2.0
         if hi > _EPS_MAX:
             raise ValueError(f"eps for mu={mu}, delta={delta} exceeds {_EPS_MAX}")
-    return float(brentq(lambda e: _log_delta(mu, e) - target, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+    return _root(lambda e: _log_delta(mu, e) - target, 0.0, hi)
 
 
 def mu_from_eps(eps: float, delta: float) -> float:
@@ -83,9 +126,20 @@ def mu_from_eps(eps: float, delta: float) -> float:
         hi *= 2.0
         if hi > _MU_MAX:
             raise ValueError(f"mu for eps={eps}, delta={delta} exceeds {_MU_MAX}")
-    if _log_delta(lo, eps) >= target:
-        return lo
-    return float(brentq(lambda m: _log_delta(m, eps) - target, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500))
+    while _log_delta(lo, eps) >= target:  # δ(0) ≈ μ/√(2π): the root lies above ~δ
+        lo /= 16.0
+        if lo < _MU_MIN:
+            raise ValueError(f"mu for eps={eps}, delta={delta} is below {_MU_MIN}")
+    return _root(lambda m: _log_delta(m, eps) - target, lo, hi)
+
+
+def _root(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """Root of an increasing or decreasing f in [lo, hi] to about 1e-15 relative. brentq's absolute
+    tolerance (1e-15) is that only for roots near 1 and above; a small root is solved again without it."""
+    x = brentq(f, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
+    if x < 1e-3:
+        x = brentq(f, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
+    return float(x)
 
 
 def sigma_for_steps(eps: float, delta: float, steps: int) -> float:

@@ -10,6 +10,10 @@ plan; `BudgetPlanner(delta)` alone serves checks that know δ but no trainer.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from dphpo.errors import ConfigError
 from dphpo.privacy.gdp import eps_from_mu, mu_from_eps
@@ -58,3 +62,60 @@ class BudgetPlanner:
             spent.add(f"{what}: selection releases", mu=selection_mu, count=n_runs)
         mu_all = plan_final_mu(target_eps, self.delta, spent, what=f"{n_runs} run(s) of {what} at target eps={target_eps:g}")
         return mu_all * (1 - BUDGET_SAFETY) / math.sqrt(n_runs)
+
+
+def plan_stages(
+    total_eps: float,
+    delta: float,
+    *,
+    n_trials: int,
+    stage_eps: Sequence[float],
+    selection_mu: float = 0.0,
+    selections_per_stage: int | None = None,
+) -> dict[str, Any]:
+    """Budget plan of the linear scaling rule (Panda et al., Algorithms 2–3; docs/methods.md §2).
+
+    Each stage k has `n_trials` trials of standalone budget stage_eps[k] (μ_k = μ(stage_eps[k], δ)) and
+    `selections_per_stage` (default n_trials) noisy score releases of μ = selection_mu; the final run
+    gets μ_f = √(μ(total_eps)² − n Σ_k μ_k² − Σ μ_selection²), shaved by BUDGET_SAFETY as every
+    planned budget is. Returns stage_mu, selection_mu, final_mu, final_eps (the final run's standalone ε),
+    total_eps (recomputed by `Ledger.total`: the target, never above it) and the ledger of every planned
+    release, the final run last. Raises InfeasibleBudgetError (before any training) when the search alone
+    spends the budget.
+    """
+    if not (isinstance(n_trials, (int, np.integer)) and n_trials >= 1):
+        raise ValueError(f"n_trials must be an integer >= 1, got {n_trials!r}")
+    stage_eps = [float(e) for e in stage_eps]
+    if not stage_eps:
+        raise ValueError("stage_eps must name at least one stage budget")
+    for k, e in enumerate(stage_eps, start=1):
+        if not (e > 0 and math.isfinite(e)):
+            raise ValueError(f"stage_eps[{k - 1}] (stage {k}) must be a positive finite number, got {e}")
+    if not (selection_mu >= 0 and math.isfinite(selection_mu)):
+        raise ValueError(f"selection_mu must be finite and >= 0, got {selection_mu}")
+    n_sel = n_trials if selections_per_stage is None else selections_per_stage
+    if not (isinstance(n_sel, (int, np.integer)) and n_sel >= 0):
+        raise ValueError(f"selections_per_stage must be an integer >= 0, got {selections_per_stage!r}")
+
+    ledger = Ledger()
+    stage_mu = []
+    for k, e in enumerate(stage_eps, start=1):
+        mu_k = mu_from_eps(e, delta)
+        stage_mu.append(mu_k)
+        ledger.add(f"stage {k} trials", mu_k, count=n_trials, stage=k, standalone_eps=e)
+        if selection_mu > 0 and n_sel > 0:
+            ledger.add(f"stage {k} noisy selection scores", selection_mu, count=n_sel, stage=k)
+    final_mu = BudgetPlanner(delta).remaining_mu(total_eps, ledger, what="final run")
+    ledger.add("final run", final_mu)
+    return {
+        "delta": delta,
+        "n_trials": int(n_trials),
+        "stage_eps": stage_eps,
+        "stage_mu": stage_mu,
+        "selection_mu": float(selection_mu),
+        "selections_per_stage": int(n_sel),
+        "final_mu": final_mu,
+        "final_eps": eps_from_mu(final_mu, delta),
+        "total_eps": ledger.total(delta)["eps"],
+        "ledger": ledger,
+    }

@@ -93,9 +93,16 @@ def compose_prv(
             "noise multiplier (--sigma), fewer steps (--steps) or a larger eps error (--eps-error, privacy.eps_error)"
         )
     # both arguments must be lists: a bare value for max_self_compositions raises TypeError
-    acc = PRVAccountant(prvs=prvs, max_self_compositions=counts, eps_error=eps_error, delta_error=delta_error)
-    lower, estimate, upper = acc.compute_epsilon(delta=delta, num_self_compositions=counts)
-    return out | {"eps_lower": float(lower), "eps_estimate": float(estimate), "eps_upper": float(upper), "eps": float(upper)}
+    try:
+        acc = PRVAccountant(prvs=prvs, max_self_compositions=counts, eps_error=eps_error, delta_error=delta_error)
+        bounds = acc.compute_epsilon(delta=delta, num_self_compositions=counts)
+    except RuntimeError as err:  # its discretisation failed, or δ lies beyond the δ(ε) its grid covers
+        raise ValueError(f"prv-accountant cannot compute eps at delta={delta:g} for runs (q, sigma, T) {list(runs)}: {err}") from None
+    if any(math.isnan(e) for e in bounds):
+        raise ValueError(f"prv-accountant returned eps bounds {bounds} at delta={delta:g} for runs (q, sigma, T) {list(runs)}")
+    # every mechanism is (0, δ)-DP at a δ at least its total variation: the numerical ε is negative there
+    lower, estimate, upper = (max(0.0, float(e)) for e in bounds)
+    return out | {"eps_lower": lower, "eps_estimate": estimate, "eps_upper": upper, "eps": upper}
 
 
 def prv_eps_bounds_subsampled_gaussian(
@@ -137,8 +144,15 @@ def prv_sigma_for(q: float, steps: int, eps: float, delta: float, eps_error: flo
     if eps <= eps_error:
         raise ValueError(f"eps={eps} must exceed eps_error={eps_error}")
     _check(q, 1.0, steps, delta)
+
+    def eps_of(sigma: float) -> float:
+        try:
+            return prv_eps_subsampled_gaussian(q, sigma, int(steps), delta, eps_error)
+        except ValueError:  # beyond what prv-accountant computes: count σ as failing, the safe side
+            return math.inf
+
     return calibrate_log_sigma(
-        lambda sigma: prv_eps_subsampled_gaussian(q, sigma, int(steps), delta, eps_error),
+        eps_of,
         eps,
         clt_sigma(q, steps, mu_from_eps(eps, delta)),
         rtol=rtol,

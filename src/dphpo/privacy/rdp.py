@@ -213,7 +213,8 @@ def subsampled_gaussian_rdp(q: float, sigma: float, steps: int, orders: Sequence
         a = int(a)
         k = np.arange(a + 1, dtype=float)
         terms = _log_binom(a, k) + k * log_q + (a - k) * log_1mq + (k * k - k) / (2.0 * sigma * sigma)
-        cache[a] = float(logsumexp(terms)) / (a - 1.0)
+        # A_α ≥ 1 (a Rényi divergence is ≥ 0); at huge σ rounding leaves log A_α at −1e-17
+        cache[a] = max(0.0, float(logsumexp(terms)) / (a - 1.0))
     return steps * np.array([cache[int(a)] for a in ints])
 
 

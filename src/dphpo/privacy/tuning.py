@@ -73,6 +73,10 @@ def tnb_mean(gamma: float, eta: float) -> float:
     return _expm1_over_x(-u) / (gamma * _expm1_over_x(-eta * u))
 
 
+#: Largest log(1/γ) searched: γ = e^-700 is near the smallest normal double.
+_MAX_LOG_INV_GAMMA = 700.0
+
+
 def _tnb_log_inv_gamma(mean_trials: float, eta: float) -> float:
     """log(1/γ) of the truncated negative binomial with E[K] = mean_trials (root of an increasing map)."""
     if mean_trials == 1.0:
@@ -85,9 +89,13 @@ def _tnb_log_inv_gamma(mean_trials: float, eta: float) -> float:
 
     hi = 1.0
     while excess(hi) < 0:
-        hi *= 2.0
-        if hi > 700:
-            raise ValueError(f"mean_trials={mean_trials} too large for eta={eta}")
+        if hi >= _MAX_LOG_INV_GAMMA:
+            raise ValueError(
+                f"mean_trials={mean_trials:g} is out of reach for eta={eta!r}: the truncated negative binomial needs "
+                f"gamma below e^-{_MAX_LOG_INV_GAMMA:g} for that mean (eta near -1 keeps E[K] near 1); "
+                "raise eta or lower mean_trials"
+            )
+        hi = min(2.0 * hi, _MAX_LOG_INV_GAMMA)
     return float(brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500))
 
 
