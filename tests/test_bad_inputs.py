@@ -135,7 +135,7 @@ def test_features_beyond_float32_are_refused_naming_the_file(tmp_path):
     [
         (["--max-train", "0"], "--max-train: must be an integer >= 1, got '0'"),
         (["--runs", "1000000000000"], "--runs: at most 1,000,000 runs per budget"),
-        (["--runs", "1"], "--runs: must be an integer >= 2"),
+        (["--runs", "1"], "--runs: must be an integer >= 8"),  # dphpo.audit.MIN_RUNS
     ],
 )
 def test_audit_arguments_are_bounded_before_the_first_run(capsys, args, message):

@@ -400,7 +400,8 @@ def test_oso_at_the_papers_settings_gains_from_a_larger_budget(digits_features):
     old["privacy"]["target_eps"] = [8.0]
 
     def mean_acc(config):
-        runs = [oso.run(LinearHeadTrainer.from_config(digits_features, config), config, noise=noise_scope(s)) for s in range(2)]
+        # four seeds: two leave the gap at the noise's mercy (0.037 and 0.061 at two and four, measured)
+        runs = [oso.run(LinearHeadTrainer.from_config(digits_features, config), config, noise=noise_scope(s)) for s in range(4)]
         return [float(np.mean([r[i].test_accuracy for r in runs])) for i in range(len(runs[0]))]
 
     low, high = mean_acc(cfg)

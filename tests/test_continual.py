@@ -16,6 +16,7 @@ from dphpo.features.checkpoint import load_checkpoint, network_from_checkpoint
 from dphpo.features.continual import PrivateStageConfig, check_study_overlap
 from dphpo.features.extractors import upstream_privacy
 from dphpo.train.dpsgd import train_dpsgd
+from dphpo.train.noise import secret_generator
 
 from conftest import noise_scope
 
@@ -96,7 +97,7 @@ def test_one_dpsgd_step_is_the_clipped_noisy_sum_over_the_expected_batch():
         torch.nn.functional.cross_entropy(ref(x[i : i + 1]), y[i : i + 1], reduction="sum").backward()
         per_sample.append(torch.cat([ref.weight.grad.reshape(-1), ref.bias.grad]))
     per_sample = torch.stack(per_sample)
-    gen = torch.Generator().manual_seed(seed)
+    gen = secret_generator(seed)
     keep = torch.rand(n, generator=gen) < 0.5
     noise = torch.randn(per_sample.shape[1], generator=gen) * sigma * clip
     scale = torch.clamp(clip / per_sample.norm(dim=1), max=1.0) * keep

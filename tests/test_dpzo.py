@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from dphpo.train.dpzo import DPZOSettings, DPZOTrainer, train_dpzo
+from dphpo.train.noise import secret_generator
 
 from test_finetune import TinyTask
 
@@ -15,7 +16,7 @@ def test_dpzo_step_equals_hand_computation():
     settings = DPZOSettings(clip_norm=C, batch_size=task.n_train, perturbation=lam)
     model = task.build_model()
     params = [p.detach().clone() for p in model.parameters()]
-    gz = torch.Generator().manual_seed(seed ^ 0x5A5A5A5A)
+    gz = secret_generator(seed, "directions")
     z = [torch.randn(p.shape, generator=gz) for p in params]
 
     def losses_at(scale):
@@ -27,7 +28,7 @@ def test_dpzo_step_equals_hand_computation():
 
     d = (losses_at(lam) - losses_at(-lam)) / (2 * lam)
     assert (d.abs() > C).any() and (d.abs() < C).any(), "the test must clip some differences and not others"
-    noise = float(torch.randn((), generator=torch.Generator().manual_seed(seed ^ 0x3C3C3C3C)))
+    noise = float(torch.randn((), generator=secret_generator(seed, "noise")))
     g = (float(d.clamp(-C, C).sum()) + noise * sigma * C) / task.n_train
     expected = [p - lr * g * zz for p, zz in zip(params, z)]
     out, trace = train_dpzo(model, task.example_losses, task.n_train, n_public=task.n_train, lr=lr, steps=1, sigma=sigma, seed=seed, settings=settings)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dphpo.train.finetune import FinetuneSettings, FinetuneTrainer, train_dp
+from dphpo.train.noise import secret_generator
 
 
 class TinySeqModel(nn.Module):
@@ -69,7 +70,7 @@ def hand_step(task, lr, sigma, clip, seed):
         n_clipped += c < 1.0
         for acc, t in zip(clipped_sum, g):
             acc += c * t
-    gen = torch.Generator().manual_seed(seed)
+    gen = secret_generator(seed)
     torch.rand(task.n_train, generator=gen)  # the Poisson draw (q = 1: everyone is in)
     out = []
     with torch.no_grad():

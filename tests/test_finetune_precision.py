@@ -14,6 +14,7 @@ import dphpo.train.finetune as finetune
 from dphpo.errors import ConfigError
 from dphpo.train.dpzo import DPZOSettings, DPZOTrainer, train_dpzo
 from dphpo.train.finetune import FinetuneSettings, FinetuneTrainer, train_dp, wrap_for_clipping
+from dphpo.train.noise import secret_generator
 from dphpo.train.task_trainer import forward_losses
 
 from test_finetune import TinyTask
@@ -90,7 +91,7 @@ def test_bf16_hooks_step_is_the_clipped_noisy_sum_of_fp32_casts_of_bf16_gradient
     assert 0 < int((coef < 1).sum()) < task.n_train, "the test must clip some examples and not others"
     for i in range(task.n_train):  # each clipped contribution has norm ≤ C
         assert float(torch.sqrt(sum((coef[i] * g[i]).pow(2).sum() for g in grads))) <= C * (1 + 1e-6)
-    gen = torch.Generator().manual_seed(seed)
+    gen = secret_generator(seed)
     torch.rand(task.n_train, generator=gen)  # the Poisson draw (q = 1)
     start = task.build_model()
     expected = []

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dphpo.train.dpgd import TrialBatch, train_linear_dpgd
-from dphpo.train.noise import DrawAhead, StreamPool
+from dphpo.train.noise import DrawAhead, StreamPool, secret_generator
 
 
 def test_draw_ahead_returns_each_step_in_order_and_draws_off_the_calling_thread():
@@ -81,7 +81,7 @@ def test_trainer_draws_each_trial_from_its_own_generator_in_step_order():
     seen = []
     train_linear_dpgd(x, y, 3, TrialBatch([eta], [steps], [sigma], [42]), n_public=300, free_step=False,
                       on_step=lambda t, idx, w, g: seen.append(g.clone()))
-    gen = torch.Generator().manual_seed(42)
+    gen = secret_generator(42)
     w = torch.zeros(1, 3, 9)
     for t in range(steps):
         logits = x @ w[0].T
@@ -124,7 +124,7 @@ def test_a_large_models_noise_streams_do_not_depend_on_the_thread_count(monkeypa
     def two_steps(pool_threads):
         pool = StreamPool(pool_threads)
         try:
-            streams = noise.ParameterNoise(shapes, torch.Generator().manual_seed(5), 5, torch.device("cpu"), pool)
+            streams = noise.ParameterNoise(shapes, secret_generator(5), 5, torch.device("cpu"), pool)
             return len(streams.generators), streams.draw() + streams.draw()
         finally:
             pool.close()
@@ -135,5 +135,33 @@ def test_a_large_models_noise_streams_do_not_depend_on_the_thread_count(monkeypa
     flat = torch.cat([t.flatten() for t in drawn])
     assert abs(float(flat.mean())) < 0.1 and abs(float(flat.std()) - 1) < 0.1
     assert not torch.equal(drawn[0], drawn[4])  # a new step draws new noise
-    other = noise.ParameterNoise(shapes, torch.Generator().manual_seed(6), 6, torch.device("cpu"), StreamPool(1)).draw()
+    other = noise.ParameterNoise(shapes, secret_generator(6), 6, torch.device("cpu"), StreamPool(1)).draw()
     assert not torch.equal(drawn[3], other[3])  # the streams follow the run's (secret) seed
+
+
+def test_a_secret_generator_uses_every_bit_of_its_seed():
+    """torch's manual_seed keeps the low 32 bits: two trial seeds equal there drew equal noise (2^32 seeds
+    to try would give any draw away). secret_generator fills the whole Mersenne Twister state from a hash
+    of the seed and its labels; the same seed and labels give the same numbers."""
+    low, high = 0xDEADBEEF, (0x12345678 << 32) | 0xDEADBEEF
+    assert torch.equal(torch.randn(8, generator=torch.Generator().manual_seed(low)),
+                       torch.randn(8, generator=torch.Generator().manual_seed(high)))  # the weakness itself
+    assert not torch.equal(torch.randn(8, generator=secret_generator(low)), torch.randn(8, generator=secret_generator(high)))
+    assert torch.equal(torch.randn(8, generator=secret_generator(high)), torch.randn(8, generator=secret_generator(high)))
+    # labels give independent states (DP-ZO's public directions reveal nothing of its noise)
+    directions, noise_draws = (torch.randn(8, generator=secret_generator(high, label)) for label in ("directions", "noise"))
+    assert not torch.equal(directions, noise_draws)
+    draws = torch.randn(200_000, generator=secret_generator(high))
+    assert abs(float(draws.mean())) < 0.01 and abs(float(draws.std()) - 1) < 0.01
+    # a trial's seed is 63 bits (NoiseScope.seed): 10^5 trial seeds give 10^5 distinct noise vectors
+    firsts = {float(torch.randn(1, generator=secret_generator(s << 32))) for s in range(2000)}
+    assert len(firsts) == 2000
+
+
+def test_a_trials_noise_differs_from_a_seed_equal_in_its_low_32_bits():
+    """End to end: two trials whose seeds share their low 32 bits no longer train to the same weights."""
+    torch.manual_seed(2)
+    x, y = torch.randn(100, 5), torch.randint(0, 3, (100,))
+    seeds = [0x0BADC0DE, (1 << 40) | 0x0BADC0DE]
+    w = train_linear_dpgd(x, y, 3, TrialBatch([0.5, 0.5], [3, 3], [2.0, 2.0], seeds), n_public=100)
+    assert not torch.equal(w[0], w[1])

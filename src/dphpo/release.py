@@ -467,10 +467,11 @@ def _record_problems(bundle: Path, releases: list[Release], statement: dict, con
     config hash, and the releases the config's study implies that the bundle lacks."""
     if not config_paths:
         return [f"{r.rel}: {p}" for r in releases for p in check_record(r.record, r.rel).problems]
-    checks, _ = verify_tree(bundle, config_paths)
+    config = load_config(config_paths)
+    checks, _ = verify_tree(bundle, config_paths, config)
     problems = [f"{c.file}: {p}" for c in checks if c.problems != [MISSING] for p in c.problems]
     return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)"
-                       for rel in unbundled(statement, load_config(config_paths))]
+                       for rel in unbundled(statement, config)]
 
 
 def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]:

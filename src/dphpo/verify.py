@@ -247,12 +247,14 @@ def expected_hashes(config: dict) -> dict[str, str]:
     return {v: config_hash(study_config.variant_config(copy.deepcopy(config), v)) for v in [study_config.DEFAULT_VARIANT, *config.get("variants", {})]}
 
 
-def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = None) -> tuple[list[Check], dict[str, Any]]:
+def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = None,
+                config: dict | None = None) -> tuple[list[Check], dict[str, Any]]:
     """Every release under `root` checked; returns the checks and a summary. With `config_paths` (read
-    as `snakemake --configfile` reads them), also that every release the config's study implies is
-    there and that no other release of its studies is (completeness)."""
+    as `snakemake --configfile` reads them; `config`: already read from them), also that every release
+    the config's study implies is there and that no other release of its studies is (completeness)."""
     root = Path(root)
-    config = load_config(config_paths) if config_paths else None
+    if config is None and config_paths:
+        config = load_config(config_paths)
     hashes = expected_hashes(config) if config is not None else None
     checks: list[Check] = []
     files = sorted(root.rglob("result.json")) + sorted(root.rglob("results.json"))

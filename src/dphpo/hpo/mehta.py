@@ -39,6 +39,7 @@ from dphpo.hpo.common import MethodResult
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.dpgd import accuracy_counts
+from dphpo.train.noise import secret_generator
 from dphpo.train.protocol import PrivateTrainer, require_kind
 
 METHOD = "mehta"
@@ -115,7 +116,7 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     for target in targets:
         mu = accountant.full_budget_mu(target)
         sigma = accountant.sigma_for_mu(mu, 1)
-        gen = torch.Generator().manual_seed(noise.seed(METHOD, f"{target:.10g}"))
+        gen = secret_generator(noise.seed(METHOD, f"{target:.10g}"))
         gaussian = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
         # ÷ the declared public size, never the private count (docs/privacy.md)
         weights = one_step((grad_sum + gaussian) / trainer.n_public, mc.optimizer, mc.eta, mc.adam_eps).to(features.x_train.dtype)

@@ -102,7 +102,7 @@ def eps_from_mu(mu: float, delta: float) -> float:
     if mu == 0.0:
         return 0.0
     _check_positive("mu", mu)
-    if mu > _MU_MAX:  # ε ≥ μ²/2 − μ·Φ⁻¹(1 − δ) > 10⁷ here
+    if mu > _MU_MAX:  # ε grows with μ and is about μ²/2 = 5·10⁷ at μ = 10⁴ for any δ
         raise ValueError(f"eps for mu={mu:g}, delta={delta:g} exceeds {_EPS_MAX:g}")
     target = math.log(delta)
     if _log_delta(mu, 0.0) <= target:

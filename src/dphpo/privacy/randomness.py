@@ -28,8 +28,9 @@ refused (ConfigError) when
   uniform key fails either with probability below 5e-16 (exact occupancy count: 3.2e-17 and 4.6e-16),
   and `NoiseKey.generate` draws again in that case, so a generated key always passes.
 
-Limits (docs/privacy.md): torch and numpy generators are seeded with 64 and 256 bits of the HMAC
-output; they are not cryptographic generators, and floating-point Gaussian sampling is not exact.
+Limits (docs/privacy.md): torch and numpy generators get 63 and 256 bits of the HMAC output (a torch
+generator's whole state expanded from its 63-bit seed by `dphpo.train.noise.secret_generator`: torch's
+own manual_seed would keep 32 of them); they are not cryptographic generators, and floating-point Gaussian sampling is not exact.
 `public_seed` is for simulations that release nothing private (audits, fixed data splits).
 """
 
@@ -107,7 +108,8 @@ class NoiseScope:
         return self.key.digest((self.labels, labels))
 
     def seed(self, *labels: object) -> int:
-        """A secret 63-bit seed for a torch generator (one per trial run)."""
+        """A secret 63-bit seed for a torch generator (one per trial run): give it to
+        `dphpo.train.noise.secret_generator`, never to `manual_seed`, which keeps 32 of its bits."""
         return int.from_bytes(self._digest(*labels)[:8], "little") >> 1
 
     def rng(self, *labels: object) -> np.random.Generator:

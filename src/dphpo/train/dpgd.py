@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dphpo.train.noise import DrawAhead, host_buffer, to_device
+from dphpo.train.noise import DrawAhead, host_buffer, secret_generator, to_device
 
 # Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
 # larger trial batches are split into groups.
@@ -176,7 +176,7 @@ def _train_group(
     eta = torch.tensor(trials.eta, dtype=dtype, device=device).view(h, 1, 1)
     steps = [int(t) for t in trials.steps]  # sorted descending
     sigma = [float(s) for s in trials.sigma]
-    gens = [torch.Generator().manual_seed(int(s)) for s in trials.seeds]
+    gens = [secret_generator(s) for s in trials.seeds]
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)  # (N, K)
     x_norm = features.norm(dim=1)  # (N,), computed once
     w = torch.zeros(h, num_classes, d, dtype=dtype, device=device)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from dphpo.train.noise import DrawAhead, standard_normal, to_device
+from dphpo.train.noise import DrawAhead, derived_seed, secret_generator, standard_normal, to_device
 from dphpo.train.oso import OsoRule, adapt, noise_split
 
 
@@ -133,7 +133,7 @@ def train_dpsgd(
         raise ValueError(f"sigma and clip_norm must be > 0, got sigma={sigma}, clip_norm={clip_norm}")
     warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
     n = int(labels.shape[0])
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = secret_generator(seed)
     gsm = GradSampleModule(model.train(), loss_reduction="sum")
     params = [p for p in gsm.parameters() if p.requires_grad]
     device = params[0].device  # sampling and noise are drawn on the CPU: the same numbers on any device
@@ -201,9 +201,9 @@ def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu
     from opacus import GradSampleModule
 
     n = images.shape[0]
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = secret_generator(seed)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+        torch.manual_seed(derived_seed(seed, "init"))  # a hash of the seed: the initialisation reveals nothing of it
         model = SmallCNN(images.shape[1], num_classes, images.shape[-1], channels)
     gsm = GradSampleModule(model, loss_reduction="sum")
     params = [p for p in gsm.parameters() if p.requires_grad]

@@ -44,7 +44,7 @@ from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch, require_resolved
-from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, to_device
+from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, secret_generator, to_device
 from dphpo.train.task_trainer import TaskTrainer, check_precision, forward_losses, run_trace, training_dtype
 
 CLIPPING = ("ghost", "hooks")
@@ -270,7 +270,7 @@ def train_dp(
     if int(steps) < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     q = settings.sample_rate(n_public)
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = secret_generator(seed)
     require_resolved(settings)
     private = sigma > 0
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
@@ -296,6 +296,8 @@ def train_dp(
             idx, noise_host = draws.get(t)
             total = [torch.zeros_like(p) for p in params]
             for chunk in idx.split(settings.physical_batch):
+                if not chunk.numel():  # an empty Poisson batch: the step is its noise alone
+                    continue
                 fn = lambda c=chunk: losses_of(module, c)  # noqa: E731
                 if private:
                     sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)

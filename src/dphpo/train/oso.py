@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, clipped_sums
+from dphpo.train.noise import secret_generator
 
 #: ν_q/ν for which ν_g is 1 % above ν (Galli et al., Privacy Analysis).
 NU_Q_RULE_OF_THUMB = 7.124
@@ -118,7 +119,7 @@ def train_linear_oso(
     n, d = features.shape
     order = np.argsort(-np.asarray(steps, dtype=np.int64), kind="stable")
     steps_sorted = [int(steps[i]) for i in order]
-    gens = [torch.Generator().manual_seed(int(seeds[i])) for i in order]
+    gens = [secret_generator(seeds[i]) for i in order]
     splits = [noise_split(float(nu[i]), rule.nu_q_ratio) for i in order]
     lr = torch.tensor([float(eta0[i]) for i in order], dtype=dtype, device=device)
     clip = torch.full((h,), float(rule.clip_init), dtype=dtype, device=device)
