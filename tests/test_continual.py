@@ -75,6 +75,8 @@ def test_features_of_another_dataset_carry_the_extractors_guarantee(continual_ch
     up = attrs["upstream_privacy"]
     assert up["dataset"] == "digits" and up["eps"] == summary["private_stage"]["guarantee"]["eps"]
     assert up["delta"] == 1e-5 and "prv" in up["accountant"]
+    # the stage's own ledger entries travel with it: a bundle composes them into the statement of its data
+    assert up["entries"] == summary["private_stage"]["privacy"]["entries"] and up["entries"][0]["mechanism"] == "prv"
     assert upstream_privacy(None) is None
     public_only = get_extractor("p", {"kind": "raw"})
     assert "upstream_privacy" not in public_only.attrs()

@@ -286,3 +286,48 @@ def test_the_end_of_a_run_says_in_plain_words_what_the_tree_protects(tree, bundl
     assert "Treated as public: the declared training-set size n = 1400" in digits and "the test split" in digits
     assert f"dphpo release {tree} release" in publish
     assert plain_summary(tmp_path / "empty") == []
+
+
+def _release(rel: str, dataset: str, mu: float, feature_cache: dict, private: bool = True):
+    from dphpo.privacy.ledger import LedgerEntry
+    from dphpo.release import Release
+
+    record = {"private": private, "total_delta": 1e-5, "target": {"eps": 1.0, "delta": 1e-5}, "method": "linear_scaling",
+              "privacy": {"entries": [LedgerEntry(what="final run", mu=mu).to_dict()]},
+              "provenance": {"dataset": dataset, "extractor": feature_cache.pop("extractor", "x"), "feature_cache": feature_cache}}
+    return Release(rel, record, None)
+
+
+def test_a_dp_pretraining_stage_composes_into_its_datasets_statement_once_and_public_pretraining_costs_infinity():
+    """Issue (audit): an extractor's DP continual pre-training on cifar100 was a separate guarantee no bundle
+    stated, and cifar100 used as an extractor's public pretraining data by cifar10's releases left cifar100's
+    statement at its own releases' ε. Now the stage composes into cifar100's statement (once: every release
+    on that extractor post-processes the one stage), and the other releases make its whole-bundle ε = ∞."""
+    from dphpo.privacy.ledger import Ledger, LedgerEntry
+    from dphpo.release import statement_markdown, statements
+
+    stage_entries = Ledger([LedgerEntry.prv("DP continual pre-training on cifar100", 0.01, 1.2, 300)]).to_dict(1e-5)["entries"]
+    stage = {"what": "DP continual pre-training of the extractor (Bu et al.)", "dataset": "cifar100", "eps": 2.0,
+             "delta": 1e-5, "accountant": "prv", "entries": stage_entries}
+    on_stage = [_release(f"runs/cifar10/dp/linear_scaling/default/seed{s}/eps1/result.json", "cifar10", 0.5,
+                         {"extractor": "dp", "upstream_privacy": dict(stage)}) for s in range(2)]
+    own = _release("runs/cifar100/raw/linear_scaling/default/seed0/eps1/result.json", "cifar100", 0.3, {"extractor": "raw"})
+    (c10, c100) = statements(on_stage + [own], include_nonprivate=False)
+    assert c100.dataset == "cifar100" and c100.stages == [stage]  # once, though two releases use the extractor
+    alone = Ledger.from_dict({"entries": own.record["privacy"]["entries"]}).total(1e-5)["eps"]
+    both = Ledger.from_dict({"entries": stage_entries + own.record["privacy"]["entries"]}).total(1e-5)["eps"]
+    assert c100.composed()["eps"] == pytest.approx(both) and both > alone + 0.1
+    assert c10.composed()["eps"] == pytest.approx(Ledger([LedgerEntry(what="r", mu=0.5 * 2**0.5)]).total(1e-5)["eps"])
+    assert not c100.bundle_is_infinite and c100.to_dict()["pretraining_stages"][0]["eps"] == 2.0
+    assert any("accounted in that dataset's statement" in p for p in c10.public_parts())
+
+    public = _release("runs/cifar10/pub/linear_scaling/default/seed0/eps1/result.json", "cifar10", 0.5,
+                      {"extractor": "resnet20_cifar100", "pretraining_data": "cifar100"})
+    sts = {st.dataset: st for st in statements(on_stage + [own, public], include_nonprivate=False)}
+    assert sts["cifar100"].public_uses == [public] and sts["cifar100"].to_dict()["bundle_eps"] == "inf"
+    text = statement_markdown({"datasets": [st.to_dict() for st in sts.values()], "noise_key_fingerprint": "0"})
+    assert "use an extractor pretrained on cifar100 without noise" in text
+    # a stage on a dataset without releases of its own still gets its statement
+    (only_c10, only_c100) = statements(on_stage, include_nonprivate=False)
+    assert only_c100.releases == [] and only_c100.composed()["eps"] == pytest.approx(
+        Ledger.from_dict({"entries": stage_entries}).total(1e-5)["eps"])

@@ -98,6 +98,16 @@ class Release:
         return str(PurePosixPath(self.rel).parent.parent)
 
     @property
+    def upstream(self) -> dict | None:
+        """The DP continual pre-training of the release's extractor (its dataset, (ε, δ) and ledger entries)."""
+        return (self.provenance.get("feature_cache") or {}).get("upstream_privacy") or None
+
+    @property
+    def pretraining_data(self) -> str | None:
+        """The dataset the workflow pretrained the release's extractor on without noise."""
+        return (self.provenance.get("feature_cache") or {}).get("pretraining_data") or None
+
+    @property
     def delta_cap(self) -> float:
         """δ added by a truncated number of trials (Papernot–Steinke, Koskela), else 0."""
         privacy = self.record.get("privacy") or {}
@@ -122,12 +132,19 @@ class DatasetStatement:
     dataset: str
     releases: list[Release] = field(default_factory=list)
     references: list[Release] = field(default_factory=list)  # non-private, ε = ∞ (only when included)
+    # DP continual pre-training on this dataset of the extractors other releases use (each once: every
+    # release built on one extractor is post-processing of that one stage)
+    stages: list[dict] = field(default_factory=list)
+    # releases about other datasets whose extractor the workflow pretrained on this one without noise
+    public_uses: list[Release] = field(default_factory=list)
 
     def entries(self) -> list[dict]:
-        """Every ledger entry of the dataset's DP releases, a search's shared stages once: releases of one
+        """Every ledger entry of the dataset's DP releases, a search's shared stages once (releases of one
         search (its folder) whose stage entries are identical, trial by trial (the workflow's one stage file
-        per search, with its secretly drawn η), carry the same stage releases; anything else counts apart."""
-        seen, out = set(), []
+        per search, with its secretly drawn η), carry the same stage releases; anything else counts apart),
+        and the entries of each DP continual pre-training stage on it."""
+        out = [e for stage in self.stages for e in stage.get("entries") or []]
+        seen = set()
         for r in self.releases:
             entries = (r.record.get("privacy") or {}).get("entries") or []
             stages = [e for e in entries if str(e.get("what", "")).startswith("stage ")]
@@ -140,7 +157,14 @@ class DatasetStatement:
 
     @property
     def delta(self) -> float:
-        return max(float((r.record.get("target") or {}).get("delta", r.record["total_delta"])) for r in self.releases)
+        return max([float((r.record.get("target") or {}).get("delta", r.record["total_delta"])) for r in self.releases]
+                   + [float(stage["delta"]) for stage in self.stages])
+
+    @property
+    def bundle_is_infinite(self) -> bool:
+        """Publishing the bundle protects nobody in this dataset: it holds a non-private release about it, or
+        a release built on an extractor pretrained on it without noise."""
+        return bool(self.references or self.public_uses)
 
     def composed(self) -> dict:
         """(ε, δ) of every DP release about the dataset, composed (dphpo's ledger)."""
@@ -165,13 +189,17 @@ class DatasetStatement:
             if cache.get("public_n_train") is not None:
                 parts.add(f"the declared training-set size n = {cache['public_n_train']} (the normaliser, never counted)")
             if prov.get("extractor") and prov.get("extractor") not in ("raw", "identity"):
-                parts.add(f"the extractor {prov['extractor']} and its pretraining data")
+                parts.add(f"the extractor {prov['extractor']} and its pretraining data"
+                          + (f" (its DP continual pre-training on {r.upstream['dataset']} is accounted in that "
+                             "dataset's statement)" if r.upstream else ""))
             if prov.get("pretraining_overlap"):
                 parts.add(f"overlap with the extractor's pretraining data: {prov['pretraining_overlap']}")
         return sorted(parts)
 
     def adjacency(self) -> str:
         found = {((r.provenance.get("accountant") or {}).get("adjacency") or "add_remove") for r in self.releases}
+        if self.stages:
+            found.add("add_remove")  # DP continual pre-training: Poisson-subsampled DP-SGD
         return ", ".join(sorted(found))
 
     def to_dict(self) -> dict:
@@ -183,10 +211,14 @@ class DatasetStatement:
             "public": self.public_parts(),
             "composed": composed,
             # what the whole bundle costs the dataset: infinite once a non-private release is in it
-            "bundle_eps": "inf" if self.references else composed["eps"],
+            "bundle_eps": "inf" if self.bundle_is_infinite else composed["eps"],
             "releases": [{"file": r.rel, "method": r.record.get("method"), "eps": r.record.get("total_eps"),
                           "delta": r.record.get("total_delta")} for r in self.releases],
             "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"} for r in self.references],
+            "pretraining_stages": [{"what": s.get("what"), "eps": s.get("eps"), "delta": s.get("delta"),
+                                    "accountant": s.get("accountant")} for s in self.stages],
+            "public_pretraining_for": [{"file": r.rel, "dataset": r.dataset,
+                                        "extractor": r.provenance.get("extractor")} for r in self.public_uses],
         }
 
 
@@ -210,6 +242,9 @@ def find_releases(root: str | Path) -> list[Release]:
 
 
 def statements(releases: list[Release], include_nonprivate: bool) -> list[DatasetStatement]:
+    """One statement per private dataset the releases are about, or that an extractor of theirs was
+    pretrained on with DP (its stage composes into that dataset's statement, once) or, where the dataset is
+    private here, without noise (publishing those releases costs that dataset ε = ∞)."""
     by_dataset: dict[str, DatasetStatement] = {}
     for r in releases:
         st = by_dataset.setdefault(r.dataset, DatasetStatement(r.dataset))
@@ -217,7 +252,17 @@ def statements(releases: list[Release], include_nonprivate: bool) -> list[Datase
             st.releases.append(r)
         elif include_nonprivate:
             st.references.append(r)
-    return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references]
+    published = [r for r in releases if r.dp or include_nonprivate]
+    for r in published:
+        if r.upstream:
+            st = by_dataset.setdefault(str(r.upstream["dataset"]), DatasetStatement(str(r.upstream["dataset"])))
+            if r.upstream not in st.stages:
+                st.stages.append(r.upstream)
+    for r in published:
+        st = by_dataset.get(str(r.pretraining_data))
+        if st is not None and r.pretraining_data != r.dataset and (st.releases or st.references or st.stages):
+            st.public_uses.append(r)
+    return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references or st.stages]
 
 
 def plain_summary(results_dir: str | Path) -> list[str]:
@@ -230,13 +275,20 @@ def plain_summary(results_dir: str | Path) -> list[str]:
     lines = []
     for st in sts:
         c = st.composed()
+        if not st.releases:  # only the DP continual pre-training of an extractor the releases use
+            lines.append(f"{st.dataset}: no release about it; the DP continual pre-training on it of the extractor that "
+                         f"releases under {root} use is ({_eps(c['eps'])}, {c['delta']:.3g})-DP.")
+            continue
         targets = sorted({float((r.record.get("target") or {}).get("eps", r.record.get("total_eps"))) for r in st.releases})
         sizes = sorted({(r.provenance.get("feature_cache") or {}).get("public_n_train") for r in st.releases} - {None})
         records = f"one of its {', '.join(f'{n:,}' for n in sizes)} training records" if sizes else "one training record"
         lines.append(
             f"{st.dataset}: each released model is ({' / '.join(_eps(t) for t in targets)}, {st.delta:.3g})-DP at its target "
             f"ε, its search included, with respect to {records} ({st.adjacency()}); all {len(st.releases)} DP releases "
-            f"about it under {root} together: ({_eps(c['eps'])}, {c['delta']:.3g})-DP. Treated as public: "
+            f"about it under {root} together" + (" with the DP continual pre-training on it" if st.stages else "")
+            + f": ({_eps(c['eps'])}, {c['delta']:.3g})-DP"
+            + (f"; {len(st.public_uses)} release(s) use an extractor pretrained on it without noise, so publishing all "
+               "of the tree costs it ε = ∞" if st.public_uses else "") + ". Treated as public: "
             + "; ".join(st.public_parts()) + "."
         )
     if lines:
@@ -369,10 +421,11 @@ def statement_markdown(statement: dict) -> str:
             f"- **Privacy unit:** {d['unit']}.",
             f"- **Adjacency:** {d['adjacency']} (neighbouring datasets differ in that one record).",
             f"- **All {len(d['releases'])} DP releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
-            f"({c['accountant']}; a shared search counted once).",
-            "- **This whole bundle:** " + (f"ε = ∞: it also holds {len(d['nonprivate'])} non-private release(s) about "
-                                            f"{d['dataset']} (below), which protect nobody." if d["nonprivate"]
-                                            else f"({_eps(c['eps'])}, {c['delta']:.3g})-DP."),
+            f"({c['accountant']}; a shared search counted once"
+            + "".join(f"; with the {s['what']} on it, ({_eps(s['eps'])}, {float(s['delta']):.3g})-DP alone, which "
+                      "every release built on its extractor post-processes"
+                      for s in d.get("pretraining_stages", [])) + ").",
+            "- **This whole bundle:** " + _bundle_line(d, c),
             "- **Treated as public:** " + ("; ".join(d["public"]) or "nothing") + ".",
             "",
             "| release | method | ε | δ |",
@@ -385,6 +438,21 @@ def statement_markdown(statement: dict) -> str:
             lines += [f"- `{r['file']}` ({r['method']}): ε = ∞" for r in d["nonprivate"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def _bundle_line(d: dict, c: dict) -> str:
+    """What publishing the whole bundle costs a dataset (PRIVACY.md): ε = ∞ where it holds a non-private
+    release about it, or releases built on an extractor pretrained on it without noise."""
+    why = []
+    if d["nonprivate"]:
+        why.append(f"it also holds {len(d['nonprivate'])} non-private release(s) about {d['dataset']} (below), which "
+                   "protect nobody")
+    uses = d.get("public_pretraining_for") or []
+    if uses:
+        users = sorted({f"{u['dataset']} (extractor {u['extractor']})" for u in uses})
+        why.append(f"{len(uses)} release(s) about {', '.join(users)} use an extractor pretrained on {d['dataset']} "
+                   "without noise, treating it as public; publish them in a bundle of their own to keep this one's ε")
+    return f"ε = ∞: {'; '.join(why)}." if why else f"({_eps(c['eps'])}, {c['delta']:.3g})-DP."
 
 
 def report_html(out: Path, statement: dict, tables: list[str]) -> str:
@@ -506,9 +574,10 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
                             f"{eps:.6g} ({how})")
         if f"({_eps(claimed)}, " not in text:
             problems.append(f"{STATEMENT}: does not state {st.dataset}'s composed ε {_eps(claimed)}")
-        if st.references and (d.get("bundle_eps") != "inf" or "**This whole bundle:** ε = ∞" not in text):
-            problems.append(f"{STATEMENT_JSON}/{STATEMENT}: the bundle holds non-private releases about {st.dataset} "
-                            "but does not state that publishing it costs ε = ∞")
+        if st.bundle_is_infinite and (d.get("bundle_eps") != "inf" or "**This whole bundle:** ε = ∞" not in text):
+            problems.append(f"{STATEMENT_JSON}/{STATEMENT}: the bundle holds non-private releases about {st.dataset}, or "
+                            "releases on an extractor pretrained on it without noise, but does not state that "
+                            "publishing it costs ε = ∞")
     for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):
         problems.append(f"{STATEMENT_JSON}: states dataset {name}, which has no release in the bundle")
     return problems

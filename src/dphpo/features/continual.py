@@ -18,9 +18,10 @@ stops improving, §4.3) and this module is the private stage:
   private data is released outside the accounted steps.
 
 The privacy unit is the private stage's dataset (its training split). A downstream study on *other*
-data reports its own (ε, δ) and carries this guarantee in its provenance (`upstream_privacy`); a
-study whose private data is the stage's own dataset is refused by the config check, since composing
-the stage with every downstream search is not implemented.
+data reports its own (ε, δ) and carries this guarantee, with the stage's ledger entries, in its
+provenance (`upstream_privacy`); a bundle (`dphpo.release`) composes the stage once into the statement
+of the stage's dataset. A study whose private data is the stage's own dataset is refused by the config
+check, since its per-release (ε, δ) would not include the stage.
 """
 
 from __future__ import annotations

@@ -566,6 +566,8 @@ def upstream_privacy(private_stage: dict | None) -> dict | None:
         "delta": guarantee["delta"],
         "accountant": guarantee["accountant"],
         "unit": guarantee["unit"],
+        # the stage's own ledger entries: a bundle composes them into the statement of the stage's dataset
+        "entries": (private_stage.get("privacy") or {}).get("entries") or [],
         "note": "a separate guarantee for the pre-training data; the results' (eps, delta) are for the study's data",
     }
 

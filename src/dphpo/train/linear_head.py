@@ -172,6 +172,8 @@ class LinearHeadTrainer:
                 "public_n_train": f.n_public,  # as the config key and provenance.settings name it
                 "n_test": f.n_test,
                 "upstream_privacy": f.attrs.get("upstream_privacy"),
+                # the data the workflow pretrained the extractor on without noise (None: not pretrained here)
+                "pretraining_data": f.attrs.get("public_dataset"),
             },
             "training": self.settings.__dict__,
             "compute_device": describe_device(f.x_train.device),
