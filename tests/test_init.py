@@ -198,8 +198,10 @@ def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_pat
     """Above 10,000 records init picks delta below 1e-5, where the embedded cap of 60 Papernot–Steinke trials
     would cost more than 1 % of delta at eps = 8 (the plan refused: init wrote no config for any N > 10,000).
     Init raises each copied cap to the smallest that fits, and the config passes check-config."""
+    import dataclasses
+
     from dphpo.errors import InfeasibleBudgetError
-    from dphpo.hpo.papernot_steinke import PSConfig, truncation_delta
+    from dphpo.hpo.papernot_steinke import PSConfig, fitting_max_trials, truncation_delta
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "big.npz", train_x=rng.normal(size=(n_train, 4)).astype(np.float32), train_y=np.arange(n_train) % 2,
@@ -211,10 +213,12 @@ def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_pat
     assert delta == (1e-6 if n_train < 100_000 else 1e-7)
     for method in ("papernot_steinke", "koskela"):
         psc = PSConfig.from_section(config["baselines"][method], "grid", method)
-        assert psc.max_trials > 60
         truncation_delta(psc, 8.0, delta, method)  # fits
-        tighter = PSConfig.from_section(config["baselines"][method] | {"max_trials": psc.max_trials - 1}, "grid", method)
-        with pytest.raises(InfeasibleBudgetError):  # and is the smallest that does
+        # the copied cap, raised to the smallest that fits where it does not (not needed at the default 200)
+        smallest = fitting_max_trials(dataclasses.replace(psc, max_trials=1), 8.0, delta)
+        assert smallest > 60 and psc.max_trials == max(200, smallest)
+        tighter = dataclasses.replace(psc, max_trials=smallest - 1)
+        with pytest.raises(InfeasibleBudgetError):  # `smallest` is the smallest that fits
             truncation_delta(tighter, 8.0, delta, method)
     assert dphpo(["check-config", str(out)]) == 0
 

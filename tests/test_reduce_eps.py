@@ -97,6 +97,7 @@ def test_reduced_run_charges_the_whole_search(source_release, how):
     rel = source["released"]
     assert (res.released["eta"], res.released["steps"]) == (rel["eta"], rel["steps"])
     reduced = res.search["reduced"]
+    assert "from_test_metric" not in reduced  # the source's final run is not in this ledger: its metric stays out
     if how == "noise":
         assert res.released["sigma"] > rel["sigma"] and res.released["batch_size"] is None
     else:

@@ -331,3 +331,25 @@ def test_a_dp_pretraining_stage_composes_into_its_datasets_statement_once_and_pu
     (only_c10, only_c100) = statements(on_stage, include_nonprivate=False)
     assert only_c100.releases == [] and only_c100.composed()["eps"] == pytest.approx(
         Ledger.from_dict({"entries": stage_entries}).total(1e-5)["eps"])
+
+
+def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
+    """Capped K: each release alone pays (1 + e^ε_i)·p_i; the releases together differ from their accounted
+    searches with probability ≤ Σp, paid at the composed ε (a sum of the releases' own δ_cap undercounted it)."""
+    import math
+
+    from dphpo.privacy.ledger import Ledger
+    from dphpo.release import statements
+
+    releases = []
+    for s in range(3):
+        r = _release(f"runs/d/raw/papernot_steinke/default/seed{s}/eps1/result.json", "d", 1.0, {"extractor": "raw"})
+        r.record["privacy"]["truncation"] = {"p_exceed": 1e-12, "delta_cap": (1 + math.e) * 1e-12}
+        releases.append(r)
+    (st,) = statements(releases, include_nonprivate=False)
+    c = st.composed()
+    eps = Ledger.from_dict({"entries": st.entries()}).total(1e-5)["eps"]
+    assert c["eps"] == pytest.approx(eps) and eps > 3.0
+    assert c["truncation_delta"] == pytest.approx((1 + math.exp(eps)) * 3e-12)
+    assert c["delta"] == pytest.approx(1e-5 + (1 + math.exp(eps)) * 3e-12)
+    assert c["truncation_delta"] > 3 * (1 + math.e) * 1e-12  # more than the releases' own δ_cap summed

@@ -108,11 +108,12 @@ class Release:
         return (self.provenance.get("feature_cache") or {}).get("pretraining_data") or None
 
     @property
-    def delta_cap(self) -> float:
-        """δ added by a truncated number of trials (Papernot–Steinke, Koskela), else 0."""
+    def p_exceed(self) -> float:
+        """P[K > max_trials] of a truncated number of trials (Papernot–Steinke, Koskela), else 0: the
+        probability that the capped search differs from the one its ledger accounts."""
         privacy = self.record.get("privacy") or {}
         trunc = privacy.get("truncation") or (privacy.get("total") or {}).get("truncation") or {}
-        return float(trunc.get("delta_cap", 0.0))
+        return float(trunc.get("p_exceed", 0.0))
 
 
 def _corpus(block: Any) -> str | None:
@@ -167,10 +168,19 @@ class DatasetStatement:
         return bool(self.references or self.public_uses)
 
     def composed(self) -> dict:
-        """(ε, δ) of every DP release about the dataset, composed (dphpo's ledger)."""
+        """(ε, δ) of every DP release about the dataset, composed (dphpo's ledger).
+
+        A release whose number of trials is capped differs from the search its ledger accounts with
+        probability p = P[K > max_trials], independently of the data; all of them together differ with
+        probability at most Σp, so the composed (ε, δ) of the uncapped searches becomes
+        (ε, δ + (1 + e^ε)·Σp) by the same TV coupling each release uses alone, at the composed ε, not at
+        each release's own (a sum of the releases' own δ_cap would undercount it). Capped at 1."""
         total = Ledger.from_dict({"entries": self.entries()}).total(self.delta)
-        delta = self.delta + sum(r.delta_cap for r in self.releases)
-        return {"eps": float(total["eps"]), "delta": delta, "accountant": total["accountant"], "composition": total["composition"]}
+        eps = float(total["eps"])
+        p_exceed = sum(r.p_exceed for r in self.releases)
+        truncation = (1.0 + math.exp(min(eps, 700.0))) * p_exceed if p_exceed else 0.0
+        return {"eps": eps, "delta": min(1.0, self.delta + truncation), "truncation_delta": truncation,
+                "accountant": total["accountant"], "composition": total["composition"]}
 
     def public_parts(self) -> list[str]:
         """What the releases treat as public, read from their provenance."""
@@ -422,6 +432,9 @@ def statement_markdown(statement: dict) -> str:
             f"- **Adjacency:** {d['adjacency']} (neighbouring datasets differ in that one record).",
             f"- **All {len(d['releases'])} DP releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
             f"({c['accountant']}; a shared search counted once"
+            + (f"; δ includes (1 + e^ε)·P[some capped K exceeded its cap] = {c['truncation_delta']:.3g}"
+               + (", which a larger max_trials makes negligible" if c["truncation_delta"] > 0.01 * c["delta"] else "")
+               if c.get("truncation_delta") else "")
             + "".join(f"; with the {s['what']} on it, ({_eps(s['eps'])}, {float(s['delta']):.3g})-DP alone, which "
                       "every release built on its extractor post-processes"
                       for s in d.get("pretraining_stages", [])) + ").",

@@ -159,16 +159,19 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
-    x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample"))
-    queue = TrialQueue()
-    plans = [_plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue) for target in targets]
-    tuning = queue.run(x1, progress=progress, desc=f"{METHOD} tuning")
-
-    finals, selected, offset = [], [], 0
-    for target, p, _, trials in plans:
-        idx = np.arange(offset, offset + len(trials))
-        offset += len(trials)
+    plans, finals, selected, subsample_sizes = [], [], [], []
+    for target in targets:
+        # a subsample of its own per target: the amplified tuning entries of the targets' releases compose
+        # in a bundle's statement only if their subsamples are independent draws
+        x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample", f"{target:.10g}"))
+        queue = TrialQueue()
+        plan_ = _plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue)
+        plans.append(plan_)
+        tuning = queue.run(x1, progress=progress, desc=f"{METHOD} tuning (eps={target:g})")
+        p, trials = plan_[1], plan_[3]
+        idx = np.arange(len(trials))
         best, (e, t) = _tuned_pick(trial_selection(kc.ps, selection, target), space, x1, tuning, idx, trials, noise, target)
+        subsample_sizes.append(x1.n_train)
         selected.append(best)  # internal only: the index would reveal the secret K (K >= index + 1)
         finals.append(
             {
@@ -189,8 +192,8 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
         desc=f"{METHOD} final",
     )
     return [
-        _result(trainer, final, j, kc, trial_selection(kc.ps, selection, plan_[0]), plan_, fin, best, x1.n_train)
-        for j, (plan_, fin, best) in enumerate(zip(plans, finals, selected))
+        _result(trainer, final, j, kc, trial_selection(kc.ps, selection, plan_[0]), plan_, fin, best, size)
+        for j, (plan_, fin, best, size) in enumerate(zip(plans, finals, selected, subsample_sizes))
     ]
 
 

@@ -378,8 +378,7 @@ def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseSco
     search_block["reduced"] = {
         "how": how,
         "from_eps": from_eps,
-        "from_sigma": sigma_src,
-        "from_test_metric": source.get("test_metric", source.get("test_accuracy")),
+        "from_sigma": sigma_src,  # the source's test metric is not copied: its final run is not in this ledger
         "sample_rate_bisected": q,
         "batch_size": batch_size,
         "sample_rate": run_acc.describe().get("sample_rate"),

@@ -89,10 +89,9 @@ class TrialCountDistribution:
                 p *= lam / k
         eta = self.shape
         gamma = tnb_gamma(self.mean_trials, eta)
-        if gamma >= 1.0:  # E[K] = 1: K = 1 surely
+        if gamma >= 1.0:  # E[K] = 1: K = 1 surely (and nothing after it: a tail sum ends)
             yield 1, 1.0
-            while True:
-                yield 2, 0.0
+            return
         one_minus = 1.0 - gamma
         if eta == 0.0:
             p = one_minus / math.log(1.0 / gamma)
@@ -116,6 +115,7 @@ class TrialCountDistribution:
                 return total
             if k > m + 10_000_000:
                 raise ValueError("tail sum did not converge")
+        return total  # a distribution with finitely many values (E[K] = 1)
 
     def sample(self, rng: np.random.Generator, cap: int) -> tuple[int, bool]:
         """(min(K, cap), whether K exceeded cap) for one exact draw of K by the inverse CDF."""
@@ -132,7 +132,7 @@ class TrialCountDistribution:
 @dataclass(frozen=True)
 class PSConfig:
     k_dist: TrialCountDistribution = TrialCountDistribution()
-    max_trials: int = 60
+    max_trials: int = 200
     poisson_delta: str = "gdp"
     truncation_delta_fraction: float = 0.01
     sampling: str = "grid"
@@ -154,7 +154,7 @@ class PSConfig:
                     mean_trials=float(section.get("mean_trials", 3.0)),
                     eta=None if section.get("eta") is None else float(section["eta"]),
                 ),
-                max_trials=int(section.get("max_trials", 60)),
+                max_trials=int(section.get("max_trials", 200)),
                 poisson_delta=section.get("poisson_delta", "gdp"),
                 truncation_delta_fraction=float(section.get("truncation_delta_fraction", 0.01)),
                 sampling=sampling,
