@@ -79,9 +79,13 @@ def test_every_method_is_within_budget_for_every_target(all_results, method):
     assert [r.target_eps for r in results] == TARGETS
     for r in results:
         record = r.record({})
-        assert record["within_budget"], (method, r.target_eps, record["total_eps"])
-        assert record["total_eps"] <= r.target_eps * (1 + 1e-9)
-        assert record["total_delta"] == DELTA
+        if method == "grid_oracle":  # selected on test data: the search is not accounted, the release says ε = ∞
+            assert math.isinf(record["total_eps"]) and not record["within_budget"]
+            assert r.ledger.total(DELTA)["eps"] <= r.target_eps * (1 + 1e-9)  # the released run's own noise
+        else:
+            assert record["within_budget"], (method, r.target_eps, record["total_eps"])
+            assert record["total_eps"] <= r.target_eps * (1 + 1e-9)
+            assert record["total_delta"] == DELTA
         assert r.weights.shape == (10, 64)
         assert 0.0 <= r.test_accuracy <= 1.0
 
@@ -92,7 +96,7 @@ def test_ledger_has_one_entry_per_trial_plus_selection(all_results, method):
         whats = [e.what for e in r.ledger.entries]
         assert sum(w.startswith("trial ") for w in whats) == len(r.trials)
         if len(r.trials) > 1:
-            assert whats[-1] == "selection: noisy train-accuracy counts"
+            assert whats[-1] == "selection: noisy training-score sums"
             assert r.ledger.entries[-1].count == len(r.trials)
         # GDP-composed to exactly the target (minus the 1e-9 safety margin)
         assert r.total["eps"] == pytest.approx(r.target_eps, rel=1e-6)

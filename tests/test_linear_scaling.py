@@ -36,7 +36,7 @@ def test_total_eps_includes_stage_trials_and_selection(digits_features):
         whats = [e.what for e in entries]
         assert sum(w.startswith("stage 1 trial") for w in whats) == 3
         assert sum(w.startswith("stage 2 trial") for w in whats) == 3
-        assert "stage 1 selection: noisy train-accuracy counts" in whats
+        assert "stage 1 selection: noisy training-score sums" in whats
         assert whats[-1] == "final run"
         # total of all releases is the target, and never above it
         assert res.total["eps"] <= res.target_eps

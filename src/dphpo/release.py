@@ -39,6 +39,7 @@ from typing import Any
 from dphpo import layout
 from dphpo.errors import ConfigError
 from dphpo.hpo.registry import NOT_DP_METHODS
+from dphpo.hpo.selection import accounted
 from dphpo.io import file_sha256, read_json, write_json, write_text
 from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
@@ -83,7 +84,7 @@ class Release:
     def dp(self) -> bool:
         """A DP release: trained with noise and its selection accounted (not the non-private reference,
         not an oracle selected on test data)."""
-        return bool(self.record.get("private", True)) and bool((self.record.get("selection") or {}).get("private", True))
+        return accounted(self.record)
 
     @property
     def dataset(self) -> str:
@@ -202,6 +203,11 @@ class DatasetStatement:
                 parts.add(f"the extractor {prov['extractor']} and its pretraining data"
                           + (f" (its DP continual pre-training on {r.upstream['dataset']} is accounted in that "
                              "dataset's statement)" if r.upstream else ""))
+            trainer = prov.get("trainer")  # a language release's trainer record (a vision release names its kind)
+            task = (trainer.get("task") or {}) if isinstance(trainer, dict) else {}
+            if task.get("public_duplicates"):
+                parts.add("the public corpus its language model was pretrained on: "
+                          + task["public_duplicates"].get("rule", "private training texts that occur in it are dropped"))
             if prov.get("pretraining_overlap"):
                 parts.add(f"overlap with the extractor's pretraining data: {prov['pretraining_overlap']}")
         return sorted(parts)

@@ -37,6 +37,7 @@ from scipy.stats import norm
 
 from dphpo import layout
 from dphpo.hpo.common import INTERNAL_KEYS, TRIAL_COUNT_KEYS
+from dphpo.hpo.selection import accounted
 from dphpo.io import SEAL_KEY, seal
 from dphpo.privacy.events import Event, Gaussian, PoissonSampledGaussian, RdpCurve
 from dphpo.privacy.ledger import LedgerEntry
@@ -204,8 +205,10 @@ def _load_sealed(path: Path) -> tuple[Any, list[str]]:
 
 def check_record(record: dict, file: str, expected_hash: str | None = None) -> Check:
     check = Check(file, str(record.get("method")), record.get("total_eps"))
-    if not record.get("private", True):
-        check.how = "non-private (ε = ∞): nothing to recompute"
+    if not accounted(record):
+        check.how = "search not accounted (ε = ∞): nothing to recompute"
+        if record.get("total_eps") not in ("inf", math.inf):
+            check.problems.append(f"states total ε {record.get('total_eps')} for a search that is not accounted (ε = ∞)")
         return check
     try:
         eps, check.how = recompute(record)

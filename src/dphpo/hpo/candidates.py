@@ -110,9 +110,10 @@ def run_composed(
     search_info: dict,
     progress: bool = False,
     notes: Sequence[str] = (),
-    mechanism: str = "full-batch DP-GD run",
+    mechanism: str | None = None,
 ) -> list[MethodResult]:
-    """Train every target's candidates at one planned μ (all targets in one batch) and release the best.
+    """Train every target's candidates at one planned μ (all targets in one batch) and release the best
+    (`mechanism`: what one trial is, as its ledger entries name it; default: the trainer's).
 
     Each target's ledger: one entry per trial plus the selection releases (when more than one
     candidate). The released model is the selected trial itself: nothing is retrained. An outcome
@@ -132,7 +133,7 @@ def run_composed(
     for target, mu, trials in plans:
         idx = np.arange(offset, offset + len(trials))
         offset += len(trials)
-        ledger = _candidate_ledger(trainer, accountant, outcome, idx, trials, mu, mechanism)
+        ledger = _candidate_ledger(trainer, accountant, outcome, idx, trials, mu, mechanism or trainer.mechanism)
         rule = selection.at(target, len(trials))
         best, selection_info = _select_candidate(rule, outcome, idx, trials, ledger, noise.rng(method, "selection", f"{target:.10g}"))
         chosen = trials[best]

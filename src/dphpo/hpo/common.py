@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dphpo.data.overlap import INTERNAL_DROPPED
 from dphpo.io import write_json
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures, TrainSettings, prepare_features, save_weights
@@ -119,8 +120,14 @@ class MethodResult:
 
     @property
     def total(self) -> dict:
+        """The (ε, δ) the release states: its ledger's, or ε = ∞ when the search is not accounted (trained
+        without noise, or selected on test data or exact training scores: the ledger then holds only the
+        noise the runs added)."""
         if not self.private:
             return {"eps": math.inf, "delta": 0.0, "mu": math.inf, "accountant": "none (non-private)"}
+        if not self.selection.get("private", True):
+            rule = self.selection.get("rule")
+            return {"eps": math.inf, "delta": 0.0, "mu": math.inf, "accountant": f"none (selection rule {rule} is not accounted)"}
         return self.ledger.total(self.delta)
 
     def record(self, provenance: dict) -> dict:
@@ -175,7 +182,7 @@ RELEASED_TRIAL_FIELDS = frozenset(
 #: of the selected trial (K >= index + 1).
 INTERNAL_KEYS = frozenset(
     {"subsample_size", "mean_batch", "batch", "n_train", "n_train_texts", "train_tokens", "K", "capped",
-     "selected_trial", "content_sha256", "dataset_checksum"}
+     "selected_trial", "content_sha256", "dataset_checksum", INTERNAL_DROPPED}
     # exact training metrics: a new, unaccounted query on the private data (train_<metric>)
     | {"train_accuracy", "train_metric", "train_perplexity", "train_f1", "train_exact", "train_accuracy_subsample", "train_loss"}
 )

@@ -362,10 +362,9 @@ def _release_best(trainer: PrivateTrainer, selection: SelectionRule, outcome, id
     chosen = trials[best]
     model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
     # the best trial's output only: not its index (K >= index + 1 would reveal the secret K)
-    released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {
-        "score": chosen["score"],
-        "noisy_train_accuracy": chosen["score"] / trainer.n_public,
-    }
+    released = {k: chosen[k] for k in ("eta", "steps", "r", "sigma", "mu")} | {"score": chosen["score"]}
+    if selection.rule == "noisy_train_accuracy":  # a noisy count over the declared public size (test/exact rules: not noisy)
+        released["noisy_train_accuracy"] = chosen["score"] / trainer.n_public
     return best, model, released, []
 
 

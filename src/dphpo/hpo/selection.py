@@ -10,6 +10,7 @@ non-private option.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,7 +22,7 @@ from dphpo.privacy.planning import BudgetPlanner
 #: `selection.noise_std: auto`: the planner's noise (`plan_selection_noise`), per target.
 AUTO = "auto"
 PRIVATE_RULES = {
-    "noisy_train_accuracy": "noisy training-accuracy counts (accounted)",
+    "noisy_train_accuracy": "noisy sums of per-example training scores in [0, 1] (accuracy: correct counts; accounted)",
     "public_validation": "accuracy on a public validation split (no privacy cost)",
 }
 NONPRIVATE_RULES = {
@@ -100,6 +101,13 @@ class SelectionRule:
         return {"rule": self.rule, "noise_std": self.noise_std} | planned | {"private": self.private, "label": self.label}
 
 
+def accounted(record: Mapping) -> bool:
+    """Whether a result record's (ε, δ) covers its whole search: trained with noise and selected by an
+    accounted rule (not the non-private reference, not a search selected on test data or exact
+    training scores). Tables, the bundle and `dphpo verify` ask this one question."""
+    return bool(record.get("private", True)) and bool((record.get("selection") or {}).get("private", True))
+
+
 def selection_rule(config: dict, n_public: int | None) -> SelectionRule:
     """The selection rule of a config, with the public size and δ a planned noise needs."""
     rule = SelectionRule.from_config(config.get("selection", {}) or {})
@@ -132,7 +140,7 @@ def release_scores(
     if rule.rule == "noisy_train_accuracy":
         scores = train_scores + rng.normal(0.0, rule.noise_std, size=train_scores.shape)
         ledger.add(
-            f"{what}: noisy train-accuracy counts",
+            f"{what}: noisy training-score sums",
             mu=rule.mu_per_release,
             count=len(train_scores),
             noise_std=rule.noise_std,

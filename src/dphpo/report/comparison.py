@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dphpo.hpo.registry import settings_sources
+from dphpo.hpo.selection import accounted
 from dphpo.io import write_text
 from dphpo.report.plotting import delta_text, eps_axis, panel_grid, save_figure
 from dphpo.report.specs import COMPARISON_LABELS
@@ -103,7 +104,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
     rows = []
     for (dataset, extractor, target, method), runs in sorted(groups.items(), key=lambda kv: (*kv[0][:3], _method_order(kv[0][3]))):
         mean, std = mean_std([r["test_accuracy"] for r in runs])
-        private_hpo = all(r["selection"].get("private", True) for r in runs) and all(r.get("private", True) for r in runs)
+        private_hpo = all(accounted(r) for r in runs)
         totals = [as_float(r["total_eps"]) for r in runs]
         total = max(totals) if private_hpo else math.inf
         value = None

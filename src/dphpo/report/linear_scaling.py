@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dphpo.hpo.selection import accounted
 from dphpo.report.plotting import delta_text, eps_axis, panel_grid, save_figure
 from dphpo.report.tables import (
     DEFAULT_VARIANT,
@@ -36,11 +37,6 @@ PAPER_RULE = "Panda et al."
 TOTAL_EPS = "total ε (incl. search) per run"
 
 
-def is_private(record: Mapping) -> bool:
-    """A result whose whole search is accounted: a private selection rule and a private record."""
-    return bool(record.get("selection", {}).get("private", True)) and bool(record.get("private", True))
-
-
 def rule_name(variant: str) -> str:
     """The rule a variant's rows show: the paper's for the main study, else the variant's name."""
     return PAPER_RULE if variant == DEFAULT_VARIANT else variant
@@ -59,7 +55,7 @@ def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]
     for (dataset, extractor, _, variant, target), runs in sorted(groups.items()):
         mean, std = mean_std([r["test_accuracy"] for r in runs])
         ref = ref_acc.get((dataset, extractor))
-        private = all(is_private(r) for r in runs)
+        private = all(accounted(r) for r in runs)
         rows.append(
             {
                 "dataset": dataset,

@@ -133,6 +133,7 @@ class LinearHeadTrainer:
     """
 
     kind = "linear_head"
+    mechanism = "full-batch DP-GD run"
     metric = "accuracy"
 
     def __init__(self, features: PreparedFeatures, settings: TrainSettings, accountant: PlanningAccountant | None = None) -> None:

@@ -43,6 +43,7 @@ class TrialOutcome:
 @runtime_checkable
 class PrivateTrainer(Protocol):
     kind: str  # "linear_head" | "finetune" | "dpzo" ...
+    mechanism: str  # what one trial is, as its ledger entry names it ("full-batch DP-GD run", ...)
     metric: str  # "accuracy" (higher is better) | "perplexity" (lower is better) | "f1" (SQuAD F1 in %, higher is better)
     n_train: int  # the private count: internal logs only, never used by the mechanism
     n_test: int
