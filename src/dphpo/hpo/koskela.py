@@ -22,7 +22,7 @@ is increasing in μ_f). A capped K is accounted as in `papernot_steinke` (δ_cap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -152,6 +152,21 @@ def subsample(trainer, q: float, rng: np.random.Generator):
     return trainer.subsample(np.flatnonzero(rng.random(trainer.n_train) < q), q * trainer.n_public)
 
 
+@dataclass
+class TargetTuning:
+    """One target's tuning on its own subsample X1: the plan (`plan`), K, the trial records, the pick and
+    the final run's settings. `best` and `subsample_size` are internal (the index bounds the secret K;
+    the size is a private count)."""
+
+    target: float
+    plan: dict
+    k_info: dict
+    trials: list[dict]
+    best: int | None = None
+    final: dict = field(default_factory=dict)
+    subsample_size: int = 0
+
+
 def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     # the hyperparameter transfer X1 -> X (σ1 = q·σ at the same T) is derived for full-batch DP-GD
     require_kind(trainer, "linear_head", METHOD)
@@ -159,47 +174,40 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
-    plans, finals, selected, subsample_sizes = [], [], [], []
+    tunings = []
     for target in targets:
         # a subsample of its own per target: the amplified tuning entries of the targets' releases compose
         # in a bundle's statement only if their subsamples are independent draws
         x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample", f"{target:.10g}"))
         queue = TrialQueue()
-        plan_ = _plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue)
-        plans.append(plan_)
-        tuning = queue.run(x1, progress=progress, desc=f"{METHOD} tuning (eps={target:g})")
-        p, trials = plan_[1], plan_[3]
-        idx = np.arange(len(trials))
-        best, (e, t) = _tuned_pick(trial_selection(kc.ps, selection, target), space, x1, tuning, idx, trials, noise, target)
-        subsample_sizes.append(x1.n_train)
-        selected.append(best)  # internal only: the index would reveal the secret K (K >= index + 1)
-        finals.append(
-            {
-                "eta": e,
-                "steps": t,
-                "r": e * t,
-                "sigma": accountant.sigma_for_mu(p["mu_final"], t),
-                "mu": p["mu_final"],
-                "standalone_eps": accountant.gaussian_eps(p["mu_final"]),
-            }
-        )
+        tuned = _plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue)
+        outcome = queue.run(x1, progress=progress, desc=f"{METHOD} tuning (eps={target:g})")
+        tuned.best, (e, t) = _tuned_pick(trial_selection(kc.ps, selection, target), space, x1, outcome, tuned.trials, noise, target)
+        tuned.subsample_size = x1.n_train
+        mu_final = tuned.plan["mu_final"]
+        tuned.final = {
+            "eta": e,
+            "steps": t,
+            "r": e * t,
+            "sigma": accountant.sigma_for_mu(mu_final, t),
+            "mu": mu_final,
+            "standalone_eps": accountant.gaussian_eps(mu_final),
+        }
+        tunings.append(tuned)
     final = trainer.run_trials(
-        [f["eta"] for f in finals],
-        [f["steps"] for f in finals],
-        [f["sigma"] for f in finals],
-        [noise.seed(METHOD, "final", f"{plan_[0]:.10g}") for plan_ in plans],
+        [tu.final["eta"] for tu in tunings],
+        [tu.final["steps"] for tu in tunings],
+        [tu.final["sigma"] for tu in tunings],
+        [noise.seed(METHOD, "final", f"{tu.target:.10g}") for tu in tunings],
         progress=progress,
         desc=f"{METHOD} final",
     )
-    return [
-        _result(trainer, final, j, kc, trial_selection(kc.ps, selection, plan_[0]), plan_, fin, best, size)
-        for j, (plan_, fin, best, size) in enumerate(zip(plans, finals, selected, subsample_sizes))
-    ]
+    return [_result(trainer, final, j, kc, trial_selection(kc.ps, selection, tu.target), tu) for j, tu in enumerate(tunings)]
 
 
 def _plan_tuning(kc: KoskelaConfig, selection: SelectionRule, accountant: PlanningAccountant, space, noise: NoiseScope,
-                 target: float, queue: TrialQueue) -> list:
-    """[target, its plan (`plan`), K, the trial records]: the tuning trials on X1, queued for the batch."""
+                 target: float, queue: TrialQueue) -> TargetTuning:
+    """The target's plan, K and trial records: the tuning trials on X1, queued for the batch."""
     p = plan(kc, selection, target, accountant)
     cands, k_info = draw_trials(kc.ps, space, noise, target, METHOD)
     trials = []
@@ -213,17 +221,18 @@ def _plan_tuning(kc: KoskelaConfig, selection: SelectionRule, accountant: Planni
         }
         trials.append(trial)
         queue.add(e, t, trial["sigma"], noise.seed(METHOD, f"{target:.10g}", i))
-    return [float(target), p, k_info, trials]
+    return TargetTuning(float(target), p, k_info, trials)
 
 
-def _tuned_pick(selection: SelectionRule, space, x1, tuning, idx: np.ndarray, trials: list[dict], noise: NoiseScope,
+def _tuned_pick(selection: SelectionRule, space, x1, tuning, trials: list[dict], noise: NoiseScope,
                 target: float) -> tuple[int | None, tuple[float, int]]:
     """(index of the best trial by its noisy score on X1, its (η, T)); K = 0: (None, the middle of the grids)."""
     for i, trial in enumerate(trials):
-        trial["train_accuracy_subsample"] = float(tuning.train_score_sums[idx[i]] / max(1, x1.n_train))
-        trial["test_accuracy"] = float(tuning.test_metric[idx[i]])
+        trial["train_accuracy_subsample"] = float(tuning.train_score_sums[i] / max(1, x1.n_train))  # internal
+        trial["test_accuracy"] = float(tuning.test_metric[i])
     if not trials:  # Poisson K = 0: tuning returned ⊥; fall back to the middle of the grids (data-independent)
         return None, (float(np.median(space.eta_grid)), int(space.steps[len(space.steps) // 2]))
+    idx = np.arange(len(trials))
     scores = noisy_scores(
         selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")
     )
@@ -233,10 +242,9 @@ def _tuned_pick(selection: SelectionRule, space, x1, tuning, idx: np.ndarray, tr
     return best, (trials[best]["eta"], trials[best]["steps"])
 
 
-def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection: SelectionRule, plan_: list, fin: dict,
-            best: int | None, subsample_size: int) -> MethodResult:
+def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection: SelectionRule, tuned: TargetTuning) -> MethodResult:
     """The release at one target: final run `j` on all data; the tuning's amplified entry and that run."""
-    target, p, k_info, trials = plan_
+    p, fin = tuned.plan, tuned.final
     ledger = planned_ledger(kc, p["mu_final"], p["mu_score"], p["truncation"])
     ledger.entries[-1] = LedgerEntry(
         what="final run on all data",
@@ -247,20 +255,20 @@ def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection
         "Koskela & Kulkarni (2023) as RECONSTRUCTED here (docs/methods.md §4): P&S tuning on a Poisson subsample, "
         f"hyperparameter transfer '{kc.transfer}', final run on all data"
     ]
-    if best is None:
+    if tuned.best is None:
         notes.append("K = 0: tuning released nothing; the final run used the middle of the grids")
     return MethodResult(
         method=METHOD,
-        target_eps=target,
+        target_eps=tuned.target,
         delta=trainer.accountant.delta,
         **released_model(trainer, final, j),
         **result_metrics(trainer, final, j),
         released=fin,
         ledger=ledger,
         selection=selection.describe() | {"scores_on": "the subsample X1", "cost": "inside each trial's mu_base"},
-        trials=trials,
+        trials=tuned.trials,
         search=kc.ps.describe()
-        | k_info
+        | tuned.k_info
         | {
             "q": kc.q,
             "transfer": kc.transfer,
@@ -270,7 +278,7 @@ def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection
         },
         notes=notes,
         trials_released="selected",
-        internal=secret_count_fields(k_info, best, kc.ps.max_trials) | {"subsample_size": subsample_size},
+        internal=secret_count_fields(tuned.k_info, tuned.best, kc.ps.max_trials) | {"subsample_size": tuned.subsample_size},
     )
 
 
