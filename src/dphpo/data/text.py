@@ -199,8 +199,8 @@ def select(splits: TextSplits, spec: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def overlapping_parts(public: list[dict], private: dict) -> list[str]:
     """Names of public corpora that may share texts with the private data: the same corpus without
-    disjoint partitions (same m, different k). Disjoint indices can still hold equal texts: those
-    are dropped from the public side when it is loaded with `dphpo.data.overlap.load_texts(..., private=...)`."""
+    disjoint partitions (same m, different k). Disjoint parts can still hold equal texts: a study drops
+    its training texts that occur in the public corpus (`dphpo.data.overlap.drop_public_duplicates`)."""
     out = []
     for spec in public:
         if spec.get("name") != private.get("name"):
@@ -248,5 +248,17 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
     if label_key is not None:
         out.y_train = np.asarray(ds[train_split][label_key], np.int64)
         out.y_test = np.asarray(ds[test_split][label_key], np.int64)
-        out.num_classes = int(max(out.y_train.max(), out.y_test.max()) + 1)
+        out.num_classes = card_num_classes(ds[train_split].features.get(label_key), f"hf:{path}", label_key)
     return out
+
+
+def card_num_classes(feature, corpus: str, label_key: str) -> int:
+    """The number of classes a Hub corpus's card declares for its label column (a `ClassLabel`), never read
+    off the private labels: a record with a new label would change the model's shape (docs/privacy.md §2)."""
+    n = getattr(feature, "num_classes", None)
+    if not n:
+        raise ConfigError(
+            f"corpus {corpus}: label_field {label_key!r} is not a ClassLabel on the dataset card, so its number of "
+            "classes would have to be read off the private labels; use a corpus whose card declares its classes"
+        )
+    return int(n)

@@ -169,5 +169,12 @@ def check_language_study(config: dict, spec: dict) -> None:
                 f"{where}.data: the public pretraining corpus of {pre!r} includes {shared[0]!r}, the study's private data; "
                 "give both a data.partition [k, m] with the same m and different k so they cannot share texts"
             )
-    trainer_settings(config, spec)  # raises on bad training keys
+    settings = trainer_settings(config, spec)  # raises on bad training keys
+    dtype = spec["model"].get("dtype", "float32")
+    if dtype != "float32" and getattr(settings, "clipping", None) == "ghost":
+        raise ConfigError(
+            f"{where}: model.dtype: {dtype} with training.clipping: ghost is refused: ghost clipping's second "
+            "backward re-rounds the clipped backprops through the low-precision frozen layers, which breaks the "
+            "per-example bound C (docs/privacy.md, Precision); use training.clipping: hooks or model.dtype: float32"
+        )
     check_language_plan(config, spec)

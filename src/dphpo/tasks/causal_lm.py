@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from dphpo.data.overlap import check_deduplicated, load_texts
+from dphpo.data.overlap import check_deduplicated, drop_public_duplicates, load_texts
 from dphpo.data.text import load_text
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
@@ -117,18 +117,19 @@ def likelihood_score(mean_nll: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return 1.0 - mean_nll.clamp(0.0, uniform) / uniform
 
 
-def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, private: list[dict] | None = None,
+def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, studies: list[dict] | None = None,
                       device: str | torch.device | None = "auto") -> dict:
     """Non-private pretraining on a public corpus (`language.pretrain.<name>`); writes the checkpoint atomically.
 
-    `private`: the `data` specs of the studies fine-tuned from it; public texts that occur in their
-    corpora (normalized) are dropped first (dphpo.data.overlap; none given: deduplicated against
-    nothing, and those studies refuse the checkpoint). The checkpoint holds the tokenizer (JSON), the
-    GPT-2 config, the weights (on the CPU) and a report (public corpus, its checksum and dedup record,
-    steps, final public test perplexity). Training runs on `device` (`auto`: the GPU when there is one);
+    `studies`: the `data` specs of the studies fine-tuned from it; public texts that occur in their test
+    splits (normalized; public data) are dropped first (dphpo.data.overlap; none given: deduplicated
+    against nothing, and those studies refuse the checkpoint). The private training data are never
+    read here: each study drops its own training texts that occur in this corpus. The checkpoint holds
+    the tokenizer (JSON), the GPT-2 config, the weights (on the CPU) and a report (public corpus specs,
+    its checksum and dedup record, steps, final public test perplexity). Training runs on `device` (`auto`: the GPU when there is one);
     the model's initialization and the batches are drawn on the CPU, the same on any device."""
     seed = int(spec.get("seed", 0))
-    data = load_texts(spec["data"], private=list(private or []))
+    data = load_texts(spec["data"], studies=list(studies or []))
     tok = train_bpe_tokenizer(data.train, int(spec.get("vocab_size", 2048)))
     eos_id = tok.token_to_id(EOS)
     encode = lambda t: tok.encode(t).ids  # noqa: E731
@@ -157,7 +158,8 @@ def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, p
     with torch.no_grad():
         nll, correct, n = lm_losses(model, test_blocks, torch.ones_like(test_blocks, dtype=torch.float32))
     report = {
-        "public_data": data.source | {"checksum": data.checksum(), "n_train_texts": len(data.train), "n_test_texts": len(data.test)},
+        "public_data": data.source | {"specs": list(spec["data"]), "checksum": data.checksum(), "n_train_texts": len(data.train),
+                                      "n_test_texts": len(data.test)},
         "vocab_size": tok.get_vocab_size(),
         "train_tokens": int(train_blocks.numel()),
         "steps": steps,
@@ -228,14 +230,20 @@ class CausalLMTask(OnDevice):
     @classmethod
     def from_spec(cls, spec: dict, checkpoint: str | Path | None = None, device: str | torch.device | None = None) -> CausalLMTask:
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
-        if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this data
-            check_deduplicated(prov["pretraining"], spec["data"], f"language.studies.{spec['name']}")
+        where = f"language.studies.{spec['name']}"
+        if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this test split
+            check_deduplicated(prov["pretraining"], spec["data"], where)
         data = load_text(spec["data"])
+        if spec["model"].get("pretrain"):  # private training texts the public model saw: dropped, each on its own
+            specs = (prov["pretraining"].get("public_data") or {}).get("specs")
+            if specs is None:
+                raise ConfigError(f"{where}.model.pretrain: the checkpoint names no public corpus specs; rerun rule language_pretrain")
+            prov["public_duplicates"] = drop_public_duplicates(data, specs)
         if data.train and isinstance(data.train[0], tuple):
-            raise ConfigError(f"language.studies.{spec['name']}.data.text_field: a causal LM takes one text column, not a pair")
+            raise ConfigError(f"{where}.data.text_field: a causal LM takes one text column, not a pair")
         max_len = int(spec["model"].get("max_len", 48))
         if max_len > model.config.n_positions:
-            raise ConfigError(f"language.studies.{spec['name']}.model.max_len: {max_len} exceeds the model's {model.config.n_positions} positions")
+            raise ConfigError(f"{where}.model.max_len: {max_len} exceeds the model's {model.config.n_positions} positions")
         ids_tr, m_tr = encode_sequences(encode, eos_id, data.train, max_len)
         ids_te, m_te = encode_sequences(encode, eos_id, data.test, max_len)
         prov |= {"data": data.source, "dataset_checksum": data.checksum(), "max_len": max_len}

@@ -219,7 +219,8 @@ class QuestionAnsweringTask(OnDevice):
         self.codec = codec
         self.examples = {"train": list(train), "test": list(test)}
         self.max_len, self.max_new_tokens, self.eval_batch = int(max_len), int(max_new_tokens), int(eval_batch)
-        self.t = encode_examples(codec, self.examples["train"], self.max_len)
+        # keys end in _train: sized by the declared public size, never the private count (memory.public_data_bytes)
+        self.t = {f"{k}_train": v for k, v in encode_examples(codec, self.examples["train"], self.max_len).items()}
         self.prompts = {k: encode_prompts(codec, v, self.max_len) for k, v in self.examples.items()}
         self._stop = codec.stop_ids()
         self._provenance = provenance
@@ -251,7 +252,7 @@ class QuestionAnsweringTask(OnDevice):
         }
 
     def example_losses(self, module: nn.Module, idx: torch.Tensor) -> torch.Tensor:
-        ids, attn, answer = (self.take(k, idx) for k in ("ids", "attn", "answer"))
+        ids, attn, answer = (self.take(k, idx) for k in ("ids_train", "attn_train", "answer_train"))
         nll, n = answer_losses(module, ids, attn, answer)
         return nll / n.clamp_min(1.0)
 

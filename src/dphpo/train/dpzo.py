@@ -80,14 +80,18 @@ def _perturb(params, direction, scale: float) -> None:
 
 
 @torch.no_grad()
-def zo_differences(model: nn.Module, params, direction, example_losses, idx: torch.Tensor, lam: float) -> torch.Tensor:
-    """dᵢ = (ℓᵢ(θ+λz) − ℓᵢ(θ−λz)) / 2λ for the examples `idx`; θ is restored afterwards up to float rounding
-    (θ + λz − 2λz + λz: a drift of ~1e-7 per 100 calls, the same for any data)."""
+def zo_differences(model: nn.Module, params, direction, example_losses, idx: torch.Tensor, lam: float,
+                   theta: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """dᵢ = (ℓᵢ(θ+λz) − ℓᵢ(θ−λz)) / 2λ for the examples `idx`; θ is restored exactly afterwards from `theta`
+    (a copy of the parameters; taken here when not given). θ + λz − 2λz + λz would drift with the number
+    of chunks a step has, which depends on the private Poisson batch's size, a side channel."""
+    theta = [p.detach().clone() for p in params] if theta is None else theta
     _perturb(params, direction, lam)
     plus = example_losses(model, idx)
     _perturb(params, direction, -2.0 * lam)
     minus = example_losses(model, idx)
-    _perturb(params, direction, lam)
+    for p, saved in zip(params, theta):
+        p.copy_(saved)
     return (plus - minus) / (2.0 * lam)
 
 
@@ -140,11 +144,12 @@ def train_dpzo(
             idx, direction_host, standard_noise = draws.get(t)
             direction = [to_device(z, p.device, p.dtype) for p, z in zip(params, direction_host)]
             sums = []  # on the device: read once per step
+            theta = [p.detach().clone() for p in params]  # θ of the step, restored exactly after every chunk
             for chunk in idx.split(settings.physical_batch):
                 if not chunk.numel():  # an empty Poisson batch: the step is its noise alone
                     continue
-                d = zo_differences(model, params, direction, losses_of, chunk, lam)
-                clipped.append((d.abs() > C).float().mean())
+                d = zo_differences(model, params, direction, losses_of, chunk, lam, theta)
+                clipped.append((d.abs() > C).sum())
                 sums.append(d.clamp(-C, C).sum())
             total = 0.0
             for s in sums:
@@ -160,4 +165,5 @@ class DPZOTrainer(TaskTrainer):
     """DP-ZO on a task's trainable parameters (`dphpo.train.protocol.PrivateTrainer`)."""
 
     kind = "dpzo"
+    mechanism = "Poisson-subsampled DP-ZO run"
     train_fn = staticmethod(train_dpzo)

@@ -276,8 +276,9 @@ def train_dp(
     module = wrap_for_clipping(model, settings.clipping, settings.clip_norm) if private else model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     dtype = settings.compute_dtype(params[0].device)
-    if dtype != torch.float32 and private and settings.clipping == "ghost":  # FinetuneSettings refuses it
-        raise ValueError("ghost clipping runs in fp32 only (docs/privacy.md, Precision)")
+    if private and settings.clipping == "ghost" and (dtype != torch.float32 or any(p.dtype != torch.float32 for p in model.parameters())):
+        # FinetuneSettings and the study check refuse it: the second backward re-rounds the clipped backprops
+        raise ValueError("ghost clipping runs in fp32 only, weights included (docs/privacy.md, Precision)")
     losses_of = forward_losses(example_losses, dtype, params[0].device)
     opt = NoisyMeanOptimizer(params, lr, settings)
     batches, clipped = [], []
@@ -301,7 +302,7 @@ def train_dp(
                 fn = lambda c=chunk: losses_of(module, c)  # noqa: E731
                 if private:
                     sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)
-                    clipped.append((norms > settings.clip_norm).float().mean())  # on the device: read once, at the end
+                    clipped.append((norms > settings.clip_norm).sum())  # on the device: read once, at the end
                 else:
                     sums = plain_grad_sum(params, fn)
                 for acc, s in zip(total, sums):
@@ -327,4 +328,5 @@ class FinetuneTrainer(TaskTrainer):
     """DP-SGD / DP-Adam fine-tuning of a task's trainable parameters (`dphpo.train.protocol.PrivateTrainer`)."""
 
     kind = "finetune"
+    mechanism = "Poisson-subsampled DP-SGD run"
     train_fn = staticmethod(train_dp)

@@ -60,13 +60,13 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def run_trace(steps: int, sample_rate: float, batches: list[int], clipped: list, dtype: torch.dtype) -> dict:
     """A language run's trace (internal logs only: its mean batch size is a private statistic): the steps,
-    q, the mean Poisson batch, the mean fraction of clipped examples (None when no step recorded one) and
-    the forward passes' precision."""
+    q, the mean Poisson batch, the fraction of clipped examples over the run (`clipped`: each chunk's count
+    of clipped examples; None when no step recorded one) and the forward passes' precision."""
     return {
         "steps": int(steps),
         "sample_rate": sample_rate,
         "mean_batch": float(np.mean(batches)),
-        "clipped_fraction": float(np.mean([float(c) for c in clipped])) if clipped else None,
+        "clipped_fraction": sum(float(c) for c in clipped) / max(1, sum(batches)) if clipped else None,
         "precision": dtype_name(dtype),
     }
 
