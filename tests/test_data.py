@@ -203,3 +203,26 @@ def test_torchvision_download_failure_is_clear(tmp_path, monkeypatch):
         load_dataset("cifar10", tmp_path, download=True)
     msg = str(err.value)
     assert "download failed" in msg and "cifar-10-python.tar.gz" in msg and str(tmp_path) in msg
+
+
+def test_registry_label_sets_are_published_lists_never_read_off_the_records(tmp_path):
+    """tweets' three sentiments and ImageNet-1k's 1,000 wnids are fixed: a folder or label outside them is
+    refused (read off the data, one record with a new label would renumber every label)."""
+    from PIL import Image
+
+    from dphpo.data.imagenet import imagenet_classes, load_imagenet
+    from dphpo.data.tweets import CLASSES, load_tweets
+    from dphpo.errors import DatasetError
+
+    assert load_tweets().classes == CLASSES == ["negative", "neutral", "positive"]
+    wnids = imagenet_classes()
+    assert len(wnids) == 1000 and wnids == sorted(wnids) and wnids[0] == "n01440764"
+    for split in ("train", "val"):
+        for wnid in (wnids[3], wnids[7]):
+            (tmp_path / split / wnid).mkdir(parents=True)
+            Image.new("RGB", (8, 8)).save(tmp_path / split / wnid / "a.JPEG")
+    ds = load_imagenet(tmp_path, image_size=(8, 8))
+    assert ds.num_classes == 1000 and sorted(set(ds.train_labels.tolist())) == [3, 7]  # the wnids' own indices
+    (tmp_path / "train" / "n99999999").mkdir()
+    with pytest.raises(DatasetError, match="outside ImageNet-1k's 1,000 wnids"):
+        load_imagenet(tmp_path, image_size=(8, 8))

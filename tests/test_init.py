@@ -47,18 +47,25 @@ def user_files(tmp_path_factory):
 
 def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_files, tmp_path, capsys):
     out = tmp_path / "mine.yaml"
-    assert dphpo(["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]) == 0
+    images = ["init", "--images", str(user_files / "digit_pngs"), "--out", str(out)]
+    # the size is the user's to declare, and a test split carved out of the private records theirs to declare public
+    assert dphpo(images + ["--public-test"]) == 2
+    assert "pass --public-n-train 232 if you publish that count anyway" in capsys.readouterr().err
+    assert dphpo(images + ["--public-n-train", "232"]) == 2
+    assert "--public-test: digit_pngs has no test split of its own" in capsys.readouterr().err
+    assert not out.exists()
+    assert dphpo(images + ["--public-n-train", "232", "--public-test"]) == 0
     printed = capsys.readouterr().out
     assert f"snakemake --cores all --configfile {out} --replace-workflow-config" in printed
     # 232 training images: the planner says the stages cannot rank r, and what the recommended rule does instead
     assert "the stage trials cannot rank r" in printed and "selection noise" in printed and "public prior" in printed
     text = out.read_text()
-    assert "COUNTED on your files" in text and "test_split: public" in text
+    assert "DECLARED with --public-n-train (digit_pngs: 232)" in text and "test_split: public" in text
     assert "classes were READ from your files (digit_pngs: 10 classes)" in text
     config = yaml.safe_load(text)
     (name,) = config["datasets"]
     section = config["datasets"][name]
-    assert name == "digit_pngs" and section["kind"] == "image_folder" and section["public_n_train"] == printed_count(printed)
+    assert name == "digit_pngs" and section["kind"] == "image_folder" and section["public_n_train"] == 232
     assert section["classes"] == [f"d{c}" for c in range(10)]  # the label set, declared
     assert config["studies"] == [{"dataset": "digit_pngs", "extractor": "efficientnet_lite0"}]
     assert config["selection"]["noise_std"] == "auto"  # planned from the public size, not MNIST's 300 counts
@@ -73,10 +80,6 @@ def test_init_writes_a_valid_commented_config_and_names_what_it_counted(user_fil
     assert "exists: pass --add" in capsys.readouterr().err
 
 
-def printed_count(printed: str) -> int:
-    return int(printed.split(" train / ")[0].rsplit("; ", 1)[1].replace(",", ""))
-
-
 def test_init_refuses_what_the_workflow_would_refuse_naming_the_layout(user_files, tmp_path, capsys):
     flat = user_files / "digit_pngs" / "train"  # class folders directly under the folder given
     assert dphpo(["init", "--images", str(flat), "--out", str(tmp_path / "a.yaml")]) == 2
@@ -86,19 +89,21 @@ def test_init_refuses_what_the_workflow_would_refuse_naming_the_layout(user_file
     assert not (tmp_path / "a.yaml").exists() and not (tmp_path / "b.yaml").exists()
 
 
-def test_init_declares_the_shape_of_a_folder_of_mixed_sizes_and_modes(user_files, tmp_path, capsys):
-    """The workflow refuses to pick a common shape from private images; init writes public ones (the
-    extractor's input resolution, rgb) only where the folder needs them, and the study then loads."""
+def test_init_declares_a_public_shape_for_every_image_folder_without_reading_a_pixel(user_files, tmp_path, capsys):
+    """The workflow refuses to pick a common shape from private images; init always writes public ones (the
+    extractor's input resolution, rgb): written only where the images mixed sizes, one image of another
+    size would resize every record. The study then loads."""
     folder = tmp_path / "pngs"
     shutil.copytree(user_files / "digit_pngs", folder)
-    assert dphpo(["init", "--images", str(folder), "--out", str(tmp_path / "same.yaml")]) == 0
-    assert {"image_size", "image_mode"}.isdisjoint(yaml.safe_load((tmp_path / "same.yaml").read_text())["datasets"]["pngs"])
+    flags = ["--public-n-train", "232", "--public-test"]
+    assert dphpo(["init", "--images", str(folder), "--out", str(tmp_path / "same.yaml"), *flags]) == 0
+    same = yaml.safe_load((tmp_path / "same.yaml").read_text())["datasets"]["pngs"]
     Image.new("RGB", (20, 24), (9, 99, 199)).save(next((folder / "train").iterdir()) / "colour.png")
     out = tmp_path / "mixed.yaml"
-    assert dphpo(["init", "--images", str(folder), "--out", str(out)]) == 0
+    assert dphpo(["init", "--images", str(folder), "--out", str(out), *flags]) == 0
     assert "RGB, resized to 64x64" in capsys.readouterr().out
     section = yaml.safe_load(out.read_text())["datasets"]["pngs"]
-    assert section["image_size"] == [64, 64] and section["image_mode"] == "rgb"
+    assert section["image_size"] == same["image_size"] == [64, 64] and section["image_mode"] == same["image_mode"] == "rgb"
     assert dphpo(["check-config", str(out)]) == 0
 
 
@@ -114,12 +119,16 @@ def test_the_readme_commands_run_a_study_of_each_kind(user_files, tmp_path, monk
     init, run = readme_commands()
     pets = tmp_path / "path" / "to" / "pets"
     shutil.copytree(user_files / "digit_pngs", pets)
+    for image in sorted((pets / "train").glob("*/*.png"))[::5]:  # a test split of its own, as the README's layout
+        (pets / "test" / image.parent.name).mkdir(parents=True, exist_ok=True)
+        image.rename(pets / "test" / image.parent.name / image.name)
     monkeypatch.chdir(tmp_path)
     assert dphpo(shlex.split(init)[1:]) == 0
     assert run.replace(".venv/bin/", "") in capsys.readouterr().out  # the command init prints is the README's
     out = Path("config") / "pets.yaml"
-    assert dphpo(["init", "--texts", str(user_files / "reviews.csv"), "--text-field", "comment", "--out", str(out), "--add"]) == 0
-    assert dphpo(["init", "--features", str(user_files / "feats.npz"), "--out", str(out), "--add"]) == 0
+    assert dphpo(["init", "--texts", str(user_files / "reviews.csv"), "--text-field", "comment", "--out", str(out), "--add",
+                  "--public-n-train", "190", "--public-test"]) == 0
+    assert dphpo(["init", "--features", str(user_files / "feats.npz"), "--out", str(out), "--add", "--public-n-train", "600"]) == 0
     assert yaml.safe_load(out.read_text())["namespace"] == "pets"  # --add keeps the config's namespace
     small = tmp_path / "small.yaml"  # the test's only change: fewer seeds, budgets and grid points
     small.write_text(yaml.safe_dump(SMALL))
@@ -147,7 +156,7 @@ def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
     assert study_namespace(Path("pareto.yaml"), "d") == "pareto_study"  # a folder of the paper's figures
     embedded = yaml.safe_load(EMBEDDED.read_text())
     found = Inspection("feats", "features", 600, 200, [str(c) for c in range(10)], "feats.npz")
-    section = {"kind": "features", "path": "/data/feats.npz"}
+    section = {"kind": "features", "path": "/data/feats.npz", "public_n_train": 600}
     config = new_config(found, section, embedded, "mine")
     assert config["namespace"] == "mine"
     other = Inspection("more", "features", 600, 200, [str(c) for c in range(10)], "more.npz")
@@ -166,7 +175,7 @@ def test_init_says_where_many_classes_leave_the_first_stage_without_signal(tmp_p
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "wide.npz", train_x=rng.normal(size=(10_000, 256)).astype(np.float32), train_y=np.arange(10_000) % 100,
              test_x=rng.normal(size=(500, 256)).astype(np.float32), test_y=np.arange(500) % 100)
-    assert dphpo(["init", "--features", str(tmp_path / "wide.npz"), "--out", str(tmp_path / "wide.yaml")]) == 0
+    assert dphpo(["init", "--features", str(tmp_path / "wide.npz"), "--out", str(tmp_path / "wide.yaml"), "--public-n-train", "10000"]) == 0
     printed = capsys.readouterr().out
     n = yaml.safe_load((tmp_path / "wide.yaml").read_text())["datasets"]["wide"]["public_n_train"]
     snr = {eps: first_stage_snr(0.1 * eps, default_delta(n), n, 256 * 100) for eps in (1, 2)}
@@ -183,7 +192,7 @@ def test_init_reads_star_ratings_as_five_classes_by_value(tmp_path, capsys):
         writer.writerow(["text", "stars"])
         writer.writerows([f"review {i}", 1 + i % 5] for i in range(200))
     out = tmp_path / "ratings.yaml"
-    assert dphpo(["init", "--texts", str(tmp_path / "ratings.csv"), "--out", str(out)]) == 0
+    assert dphpo(["init", "--texts", str(tmp_path / "ratings.csv"), "--out", str(out), "--public-n-train", "160", "--public-test"]) == 0
     assert "5 classes (1, 2, 3, 4, 5)" in capsys.readouterr().out
     section = yaml.safe_load(out.read_text())["datasets"]["ratings"]
     assert section["label_field"] == "stars" and section["classes"] == ["1", "2", "3", "4", "5"]
@@ -207,7 +216,7 @@ def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_pat
     np.savez(tmp_path / "big.npz", train_x=rng.normal(size=(n_train, 4)).astype(np.float32), train_y=np.arange(n_train) % 2,
              test_x=rng.normal(size=(100, 4)).astype(np.float32), test_y=np.arange(100) % 2)
     out = tmp_path / "big.yaml"
-    assert dphpo(["init", "--features", str(tmp_path / "big.npz"), "--out", str(out)]) == 0
+    assert dphpo(["init", "--features", str(tmp_path / "big.npz"), "--out", str(out), "--public-n-train", str(n_train)]) == 0
     config = yaml.safe_load(out.read_text())
     delta = config["privacy"]["delta"]
     assert delta == (1e-6 if n_train < 100_000 else 1e-7)
@@ -230,7 +239,7 @@ def test_check_config_reads_the_users_files_whole_before_any_job(tmp_path, capsy
     rows = [["text", "label"]] + [[f"note {i}", "ab"[i % 2]] for i in range(100)]
     table.write_text("".join(",".join(r) + "\n" for r in rows))
     out = tmp_path / "notes.yaml"
-    assert dphpo(["init", "--texts", str(table), "--out", str(out)]) == 0
+    assert dphpo(["init", "--texts", str(table), "--out", str(out), "--public-n-train", "80", "--public-test"]) == 0
     assert dphpo(["check-config", str(out)]) == 0
     assert "datasets.notes: text table notes.csv" in capsys.readouterr().out
     with open(table, "a") as fh:
@@ -239,26 +248,26 @@ def test_check_config_reads_the_users_files_whole_before_any_job(tmp_path, capsy
     assert "zz" in capsys.readouterr().err
 
 
-def test_init_keeps_a_tables_own_split_and_names_one_it_passes_over(tmp_path, capsys):
-    """A `split` column of train/test (any case) is the split; one with a validation value is passed over
-    with a note saying how to keep it; --split-field names a column of another name."""
+def test_init_keeps_a_tables_own_split_chosen_by_its_header_alone(tmp_path, capsys):
+    """A column named `split` is the split, whatever its rows hold (a stray value must not switch the whole
+    table to a per-record split): train/test in any case load; a validation value is refused naming the
+    column; --split-field names a column of another name."""
     rows = [f"review {i},{'ab'[i % 2]},{'Train' if i % 4 else 'Test'}\n" for i in range(120)]
     (tmp_path / "given.csv").write_text("text,label,split\n" + "".join(rows))
-    assert dphpo(["init", "--texts", str(tmp_path / "given.csv"), "--out", str(tmp_path / "given.yaml")]) == 0
+    n = ["--public-n-train", "90"]
+    assert dphpo(["init", "--texts", str(tmp_path / "given.csv"), "--out", str(tmp_path / "given.yaml"), *n]) == 0
     assert "split by column 'split'); 90 train / 30 test records" in capsys.readouterr().out
     text = (tmp_path / "given.yaml").read_text()
     assert yaml.safe_load(text)["datasets"]["given"]["split_field"] == "split"
     assert "split_field: your table's own train/test split (given: column 'split')" in text  # the header says so
 
     (tmp_path / "dev.csv").write_text("text,label,split\n" + "".join(r.replace("Test", "validation") for r in rows))
-    assert dphpo(["init", "--texts", str(tmp_path / "dev.csv"), "--out", str(tmp_path / "dev.yaml")]) == 0
-    printed = capsys.readouterr().out
-    assert "per-record split" in printed and "column 'split' holds train, validation" in printed
-    assert "--split-field split" in printed
-    assert "split_field" not in yaml.safe_load((tmp_path / "dev.yaml").read_text())["datasets"]["dev"]
+    assert dphpo(["init", "--texts", str(tmp_path / "dev.csv"), "--out", str(tmp_path / "dev.yaml"), *n, "--public-test"]) == 2
+    assert "has split value(s) ['validation'] in column 'split'" in capsys.readouterr().err
+    assert not (tmp_path / "dev.yaml").exists()
 
     (tmp_path / "part.csv").write_text("text,label,part\n" + "".join(rows))
-    assert dphpo(["init", "--texts", str(tmp_path / "part.csv"), "--split-field", "part", "--out", str(tmp_path / "p.yaml")]) == 0
+    assert dphpo(["init", "--texts", str(tmp_path / "part.csv"), "--split-field", "part", "--out", str(tmp_path / "p.yaml"), *n]) == 0
     assert "90 train / 30 test" in capsys.readouterr().out
     assert dphpo(["init", "--features", str(tmp_path / "x.npz"), "--split-field", "part"]) == 2
     assert "--split-field: only a text table" in capsys.readouterr().err
@@ -267,7 +276,7 @@ def test_init_keeps_a_tables_own_split_and_names_one_it_passes_over(tmp_path, ca
 def test_init_names_a_dataset_in_ascii_and_says_why_a_name_is_refused(tmp_path, capsys):
     (tmp_path / "données été.csv").write_text("text,label\n" + "".join(f"t {i},{'ab'[i % 2]}\n" for i in range(60)))
     out = tmp_path / "fr.yaml"
-    assert dphpo(["init", "--texts", str(tmp_path / "données été.csv"), "--out", str(out)]) == 0
+    assert dphpo(["init", "--texts", str(tmp_path / "données été.csv"), "--out", str(out), "--public-n-train", "48", "--public-test"]) == 0
     assert list(yaml.safe_load(out.read_text())["datasets"]) == ["donnees_ete"]
     assert dphpo(["init", "--texts", str(tmp_path / "données été.csv"), "--name", "données", "--out", str(tmp_path / "x.yaml")]) == 2
     assert "--name: 'données' must be ASCII letters, digits and _" in capsys.readouterr().err
@@ -285,11 +294,11 @@ def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keep
         return str(tmp_path / name)
 
     out = tmp_path / "s.yaml"
-    assert dphpo(["init", "--features", npz("small.npz", 600), "--out", str(out)]) == 0
-    assert dphpo(["init", "--features", npz("mid.npz", 20_000), "--out", str(out), "--add"]) == 0
+    assert dphpo(["init", "--features", npz("small.npz", 600), "--out", str(out), "--public-n-train", "600"]) == 0
+    assert dphpo(["init", "--features", npz("mid.npz", 20_000), "--out", str(out), "--add", "--public-n-train", "20000"]) == 0
     assert "privacy.delta 1e-05 is kept for every study; for 20,000 training records dphpo init picks 1e-06" in capsys.readouterr().out
     assert yaml.safe_load(out.read_text())["privacy"]["delta"] == 1e-5
-    assert dphpo(["init", "--features", npz("big.npz", 150_000), "--out", str(out), "--add"]) == 0
+    assert dphpo(["init", "--features", npz("big.npz", 150_000), "--out", str(out), "--add", "--public-n-train", "150000"]) == 0
     assert "privacy.delta lowered from 1e-05 to 1e-07 for every study" in capsys.readouterr().out
     config = yaml.safe_load(out.read_text())
     assert config["privacy"]["delta"] == 1e-7 and config["baselines"]["papernot_steinke"]["max_trials"] > 60

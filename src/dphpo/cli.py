@@ -959,7 +959,8 @@ def _init(args: argparse.Namespace) -> int:
 
     kind, path = next((k, p) for k, p in (("image_folder", args.images), ("text_table", args.texts), ("features", args.features)) if p)
     out, found, command, notes = init_study(kind, path, args.name, args.out, add=args.add, text_field=args.text_field,
-                                            label_field=args.label_field, split_field=args.split_field)
+                                            label_field=args.label_field, split_field=args.split_field,
+                                            public_n_train=args.public_n_train, public_test=args.public_test)
     print(f"{found.name}: {found.source}; {found.n_train:,} train / {found.n_test:,} test records, "
           f"{len(found.classes)} classes ({', '.join(found.classes[:8])}{', ...' if len(found.classes) > 8 else ''})")
     print(f"{'added to' if args.add else 'wrote'} {out}: read its header (what the guarantee assumes), then run it:")
@@ -974,7 +975,7 @@ def add_init_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Write a runnable config for a study of your own data: reads the data as the workflow will (same checks, "
         "same errors), picks the extractor for its kind (EfficientNet-Lite0 for images, MiniLM for texts, the "
         "features themselves), takes the embedded study's methods with the safeguarded rule beside the paper's, "
-        "states test_split: public and the counted public_n_train in a commented header, validates it, and "
+        "states test_split: public and your declared public_n_train in a commented header, validates it, and "
         "prints the one command that runs it. Layouts: images DIR/train/<class>/* (DIR/test/<class>/* "
         "optional); a CSV/TSV/JSONL/Parquet table with a text and a label column; an .npz with train_x, "
         "train_y, test_x, test_y (config/README.md, 'Your own data')."
@@ -991,7 +992,12 @@ def add_init_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--text-field", help="texts: the text column (default: the first of text, sentence, content, ...)")
     p.add_argument("--label-field", help="texts: the label column (default: the first of label, class, target, ...)")
     p.add_argument("--split-field", help="texts: the column that says train or test for each row (default: a column "
-                   "named split holding only those; else a per-record split)")
+                   "named split; else a per-record split)")
+    p.add_argument("--public-n-train", type=int, metavar="N", help="required: the training-set size the releases state "
+                   "(DP-GD divides by it, delta is set from it); the count of your files is private, so declare a public "
+                   "number (init names the count it found when this is missing)")
+    p.add_argument("--public-test", action="store_true", help="declare public a test split carved out of your "
+                   "training records (needed only where the data have no test split of their own)")
     p.set_defaults(handler=_init)
     return p
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from dphpo import layout
-from dphpo.data.files import FileDataset, image_shapes, read_table, table_columns
+from dphpo.data.files import FileDataset, table_columns
 from dphpo.errors import ConfigError
 from dphpo.features.extractors import get_extractor
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
@@ -79,51 +79,49 @@ def guess_columns(path: Path, text_field: str | None, label_field: str | None) -
     return text, label
 
 
-def guess_split(path: Path, split_field: str | None) -> tuple[str | None, str | None]:
-    """(the split column, a note): the one given (`--split-field`; its values are checked as the workflow
-    will), else a column named `split` whose values are all train or test (any case), else none (a
-    per-record split), with a note where a `split` column was passed over and why."""
+def guess_split(path: Path, split_field: str | None) -> str | None:
+    """The split column: the one given (`--split-field`), else a column named `split`, else none (a per-record
+    split). Chosen by the header alone, never by the rows' values: whether the table's own split is used
+    must not depend on what one record holds (a stray `dev` row would move many records between train
+    and test); the loader refuses a value other than train or test, naming the column."""
     if split_field is not None:
-        return split_field, None
-    found = next((c for c in table_columns(path, "--texts") if c.lower() == SPLIT_COLUMN), None)
-    if found is None:
-        return None, None
-    values = {str(row.get(found)).strip().lower() for row in read_table(path, "--texts")}
-    if values == {"train", "test"}:
-        return found, None
-    return None, (f"note: column {found!r} holds {', '.join(sorted(values)[:5])}, not train and test only, so a per-record "
-                  f"split is used instead; to keep your split, write train or test in it and pass --split-field {found}")
+        return split_field
+    return next((c for c in table_columns(path, "--texts") if c.lower() == SPLIT_COLUMN), None)
 
 
 def dataset_section(kind: str, path: Path, text_field: str | None = None, label_field: str | None = None,
-                    split_field: str | None = None) -> tuple[dict, str | None]:
-    """The `datasets.<name>` section of the data at `path` (public size filled in by `inspect`), and a note
-    on its split where a table's `split` column was passed over."""
+                    split_field: str | None = None) -> dict:
+    """The `datasets.<name>` section of the data at `path` (the public size is the user's declaration)."""
     section: dict = {"kind": kind, "path": str(path)}
     if kind != "text_table":
         if split_field is not None:
             raise ConfigError("--split-field: only a text table (--texts) has columns; an image folder splits by "
                               "its train/ and test/ folders, an .npz by its train_x and test_x arrays")
-        return section, None
+        return section
     section["text_field"], section["label_field"] = guess_columns(path, text_field, label_field)
-    split, note = guess_split(path, split_field)
+    split = guess_split(path, split_field)
     if split is not None:
         section["split_field"] = split
-    return section, note
+    return section
 
 
-def common_shape(name: str, section: dict, embedded: dict) -> dict:
-    """`image_size` and `image_mode` for an image folder that mixes sizes or grey and colour images (the
-    workflow refuses to pick a shape from the private images): the extractor's input resolution and rgb,
-    chosen without reading a pixel."""
+def common_shape(section: dict, embedded: dict) -> dict:
+    """`image_size` and `image_mode` of an image folder: always the extractor's input resolution and rgb,
+    chosen without reading a pixel. Written only where the images mixed sizes or modes, the choice would
+    read the private images: one image of another size would resize every record (and move the
+    per-record subsets, which hash the fitted pixels)."""
     if section["kind"] != "image_folder":
         return {}
-    spec = FileDataset.from_config(name, section)
-    spec.check_path()  # the layout's own errors first
-    sizes, colours = image_shapes(spec)
     resolution = int(embedded["extractors"][EXTRACTORS["image_folder"][0]]["resolution"])
-    return ({"image_size": [resolution, resolution]} if len(sizes) > 1 else {}) | (
-        {"image_mode": "rgb"} if len(colours) > 1 else {})
+    return {"image_size": [resolution, resolution], "image_mode": "rgb"}
+
+
+def has_own_test_split(section: dict) -> bool:
+    """Whether the data bring a test split of their own (a test/ folder, a split column, an .npz's test_x),
+    rather than a per-record share carved out of the user's training records."""
+    if section["kind"] == "image_folder":
+        return (Path(section["path"]) / "test").is_dir()
+    return section["kind"] == "features" or bool(section.get("split_field"))
 
 
 def inspect_data(name: str, section: dict) -> Inspection:
@@ -149,17 +147,17 @@ def study_namespace(out: Path, name: str) -> str:
 
 
 def new_config(found: Inspection, section: dict, embedded: dict, namespace: str | None = None) -> dict:
-    """A whole config for one dataset: its section, the study, its extractor, and the embedded methods;
-    its tables and figures in their own folders `namespace` (config `namespace`) where one is given."""
+    """A whole config for one dataset: its section (with the declared `public_n_train` it holds), the
+    study, its extractor, and the embedded methods; its tables and figures in their own folders
+    `namespace` (config `namespace`) where one is given. δ comes from the declared size, never a count."""
     extractor, extractor_section = EXTRACTORS[found.kind]
     config = {} if namespace is None else {"namespace": namespace}
     config |= {
         "data_dir": "data",
-        "datasets": {found.name: section | {"public_n_train": found.n_train, "classes": found.classes,
-                                             "test_split": "public"}},
+        "datasets": {found.name: section | {"classes": found.classes, "test_split": "public"}},
         "studies": [{"dataset": found.name, "extractor": extractor}],
         "extractors": {extractor: extractor_section or copy.deepcopy(embedded["extractors"][extractor])},
-        "privacy": {"delta": default_delta(found.n_train), "target_eps": [1, 2, 4, 8], "adjacency": "add_remove"},
+        "privacy": {"delta": default_delta(section["public_n_train"]), "target_eps": [1, 2, 4, 8], "adjacency": "add_remove"},
         "seeds": [0, 1, 2],
     }
     config.update({key: copy.deepcopy(embedded[key]) for key in COPIED if key in embedded})
@@ -194,16 +192,17 @@ def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) 
     out.setdefault("studies", []).extend(new["studies"])
     for name, spec in new["extractors"].items():
         out.setdefault("extractors", {}).setdefault(name, spec)
-    delta, wanted = float(out["privacy"]["delta"]), default_delta(found.n_train)
+    n = int(section["public_n_train"])
+    delta, wanted = float(out["privacy"]["delta"]), default_delta(n)
     if delta <= wanted:
         return out, None
-    if delta * found.n_train < 1:
-        return out, (f"note: privacy.delta {delta:g} is kept for every study; for {found.n_train:,} training records "
+    if delta * n < 1:
+        return out, (f"note: privacy.delta {delta:g} is kept for every study; for {n:,} training records "
                      f"dphpo init picks {wanted:g} (at most 1/(10 N)): lowering it reruns the config's other studies")
     out["privacy"]["delta"] = wanted
     size_trial_caps(out)
     return out, (f"note: privacy.delta lowered from {delta:g} to {wanted:g} for every study: {delta:g} is at least 1/N for "
-                 f"{found.name}'s {found.n_train:,} training records; the config's other studies rerun at the new delta")
+                 f"{found.name}'s {n:,} training records; the config's other studies rerun at the new delta")
 
 
 HEADER = """\
@@ -213,8 +212,8 @@ HEADER = """\
 # What the guarantee needs from you (README.md, "Your own data"):
 # - datasets.<name>.test_split: public -- every release publishes its exact test metrics, so the test split
 #   is treated as public. If it is not, do not publish the tables.
-# - datasets.<name>.public_n_train was COUNTED on your files by dphpo init ({counted}). DP-GD divides by it
-#   and delta uses it: keep it only if you publish that size anyway, else write a public number.
+# - datasets.<name>.public_n_train is the size you DECLARED with --public-n-train ({counted}). DP-GD divides
+#   by it and delta uses it; it is published with every release (the count of your files is not).
 # - datasets.<name>.classes were READ from your files ({classes}): the label set, in the model's order. Keep
 #   them if the task's classes are public (they usually are); a label outside them is refused.
 {split}# - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
@@ -269,14 +268,15 @@ def size_note(config: dict, found: Inspection) -> str | None:
     rule itself runs): released scores that cannot rank trials at this N, or first-stage trials that
     learn too little at this N and head size. There it spends the whole budget on one run at the public prior."""
     lsc = LinearScalingConfig.from_config(safeguarded_section(config.get("linear_scaling")))
-    selection, n_parameters = selection_rule(config, found.n_train), head_parameters(config, found)
+    n = int(config["datasets"][found.name]["public_n_train"])  # the declared size, never the count
+    selection, n_parameters = selection_rule(config, n), head_parameters(config, found)
     targets = sorted(float(e) for e in config["privacy"]["target_eps"])
     skipped = {t: why for search in stage_searches(lsc, targets, 1).values()
                if (why := no_signal(lsc, selection, search, n_parameters)) for t in search["targets"]}
     if not skipped:
         return None
     smallest = min(skipped)
-    return (f"note: {found.name} has {found.n_train:,} training records: at target eps {', '.join(f'{e:g}' for e in sorted(skipped))} "
+    return (f"note: {found.name} declares {n:,} training records: at target eps {', '.join(f'{e:g}' for e in sorted(skipped))} "
             f"the stage trials cannot rank r (at eps={smallest:g}, {skipped[smallest].removeprefix('no signal: ')}), so the "
             "recommended rule (variants.safeguarded) skips its stages there and spends the whole budget on one run at the public "
             "prior r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
@@ -290,9 +290,12 @@ def dataset_name(path: Path) -> str:
 
 def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | None, add: bool = False,
                text_field: str | None = None, label_field: str | None = None,
-               split_field: str | None = None) -> tuple[Path, Inspection, str, list[str]]:
+               split_field: str | None = None, public_n_train: int | None = None,
+               public_test: bool = False) -> tuple[Path, Inspection, str, list[str]]:
     """Inspect the data, write the config (new, or with the dataset added) and return (file, findings,
-    command, notes on the data's split, size and δ)."""
+    command, notes on the data's size and δ). `public_n_train`: the training-set size the releases state
+    (the user's declaration: the count of the files is private); `public_test`: the user declares a test
+    split carved out of the training records public (data with a test split of their own need not)."""
     path = Path(path)
     if name is not None and not NAME.fullmatch(name):
         raise ConfigError(f"--name: {name!r} must be ASCII letters, digits and _ (it names the dataset's folders and "
@@ -304,9 +307,10 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     if add and not out.exists():
         raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
     embedded = yaml.safe_load(EMBEDDED.read_text())
-    section, split_note = dataset_section(kind, path.resolve(), text_field, label_field, split_field)
-    section |= common_shape(name, section, embedded)
+    section = dataset_section(kind, path.resolve(), text_field, label_field, split_field)
+    section |= common_shape(section, embedded)
     found = inspect_data(name, section)
+    declare(found, section, public_n_train, public_test)
     # --add keeps the config's namespace (or its absence: a config without one keeps its tables' paths)
     config, delta_note = (add_dataset(load_config_file(out), found, section, embedded) if add
                           else (new_config(found, section, embedded, study_namespace(out, name)), None))
@@ -314,4 +318,25 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, render(config, command))
-    return out, found, command, [n for n in (split_note, delta_note, size_note(config, found)) if n]
+    return out, found, command, [n for n in (delta_note, size_note(config, found)) if n]
+
+
+def declare(found: Inspection, section: dict, public_n_train: int | None, public_test: bool) -> None:
+    """Put the user's declared training-set size into `section`; ConfigError where a declaration the
+    guarantee needs is missing (the messages name what the files hold: the user's own terminal)."""
+    if public_n_train is None:
+        raise ConfigError(
+            f"--public-n-train: the training-set size the releases state (DP-GD divides by it, delta is set from it). "
+            f"Under add/remove DP the count of your files is private, so dphpo init does not write it for you: pass "
+            f"a public number (a published size, or a round figure near it). Your files hold {found.n_train:,} training "
+            f"records: pass --public-n-train {found.n_train} if you publish that count anyway"
+        )
+    if int(public_n_train) < 1:
+        raise ConfigError(f"--public-n-train: expected a number of records >= 1, got {public_n_train}")
+    if not public_test and not has_own_test_split(section):
+        raise ConfigError(
+            f"--public-test: {found.name} has no test split of its own (a test/ folder, a split column), so its test "
+            f"records ({found.n_test:,}) are a per-record share of your private records, and every release publishes their "
+            "exact metrics; pass --public-test to declare them public, or add a test split that is public"
+        )
+    section["public_n_train"] = int(public_n_train)

@@ -42,13 +42,22 @@ def _listing(split: Path, classes: list[str]) -> list[tuple[Path, int]]:
     return out
 
 
+def imagenet_classes() -> list[str]:
+    """ImageNet-1k's 1,000 wnids in the standard order (timm's copy of the published synset list): the label
+    set is public, never read off the class folders (one folder more would renumber every label)."""
+    from timm.data import ImageNetInfo
+
+    return list(ImageNetInfo("imagenet-1k").label_names())
+
+
 def load_imagenet(root: Path, download: bool = False, image_size=DEFAULT_SIZE):
     folder = _folder(root)
     size = (int(image_size[0]), int(image_size[1]))
-    classes = sorted(p.name for p in (folder / "train").iterdir() if p.is_dir())
-    extra = sorted({p.name for p in (folder / "val").iterdir() if p.is_dir()} - set(classes))
-    if extra:
-        raise DatasetError(f"datasets.imagenet: val/ has class folder(s) {', '.join(extra[:5])} that train/ lacks")
+    classes = imagenet_classes()
+    for split in ("train", "val"):
+        extra = sorted({p.name for p in (folder / split).iterdir() if p.is_dir()} - set(classes))
+        if extra:
+            raise DatasetError(f"datasets.imagenet: {split}/ has class folder(s) {', '.join(extra[:5])} outside ImageNet-1k's 1,000 wnids")
     files = {s: _listing(folder / s, classes) for s in ("train", "val")}
     if not files["train"]:
         raise DatasetError(f"datasets.imagenet.path: {folder / 'train'} holds no images ({', '.join(SUFFIXES)})")

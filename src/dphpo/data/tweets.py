@@ -61,10 +61,17 @@ def read_tweets_csv(path: Path) -> tuple[list[str], list[str]]:
     return sentiments, texts
 
 
+#: the corpus's published label set (public, fixed: never read off the records)
+CLASSES = ["negative", "neutral", "positive"]
+
+
 def load_tweets(root: Path | None = None, download: bool = True):
     path = find_tweets_csv()
     sentiments, texts = read_tweets_csv(path)
-    classes = sorted(set(sentiments))
+    classes = list(CLASSES)
+    unknown = sorted(set(sentiments) - set(classes))
+    if unknown:
+        raise DatasetError(f"{path}: sentiment(s) {unknown} outside the corpus's label set {classes}")
     index = {c: i for i, c in enumerate(classes)}
     labels = np.array([index[s] for s in sentiments], dtype=np.int64)
     train_idx, test_idx = split_population(texts, labels, classes, TEST_FRACTION, SPLIT_SEED)
