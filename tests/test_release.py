@@ -353,3 +353,44 @@ def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
     assert c["truncation_delta"] == pytest.approx((1 + math.exp(eps)) * 3e-12)
     assert c["delta"] == pytest.approx(1e-5 + (1 + math.exp(eps)) * 3e-12)
     assert c["truncation_delta"] > 3 * (1 + math.e) * 1e-12  # more than the releases' own δ_cap summed
+
+
+def test_bundle_files_carry_one_time_so_they_reveal_no_job_run_time(tree, bundle, tmp_path):
+    """A results tree's file times are when each job ended (their gaps: run times, which grow with the
+    private N and with Papernot-Steinke's secret K); the bundle sets one fixed time on every file, and
+    verify fails a bundle whose times spread."""
+    import os
+
+    from dphpo.release import BUNDLE_MTIME
+
+    assert {p.stat().st_mtime for p in bundle.rglob("*")} == {BUNDLE_MTIME}
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    assert verify_bundle(copy) == []
+    result = next(copy.rglob("result.json"))
+    os.utime(result, (BUNDLE_MTIME + 4.8, BUNDLE_MTIME + 4.8))  # a job that ran 4.8 s
+    (problem,) = verify_bundle(copy)
+    assert "file modification times differ by 5 s" in problem and f"touch -d @{BUNDLE_MTIME}" in problem
+
+
+def test_a_bundle_built_without_the_config_still_labels_settings_chosen_on_private_data(tree, tmp_path):
+    """The releases' provenance records the config's design_notes (with their values): `dphpo release`
+    without --configfile, as `make study` prints it, labels the rows that depend on them."""
+    from dphpo.report.tables import PRIVATE_DESIGN
+    from dphpo.studies.writer import provenance
+
+    cfg = CONFIG | {"design_notes": {"search_space.steps": "picked by looking at digits' test accuracy"}}
+    assert provenance(cfg)["design_notes"] == {
+        "search_space.steps": {"note": "picked by looking at digits' test accuracy", "value": CONFIG["search_space"]["steps"]}}
+    copy = tmp_path / "results"
+    shutil.copytree(tree, copy)
+    for path in copy.rglob("result.json"):
+        record = read_json(path)  # read_json checks and drops the seal; write_json seals anew
+        record["provenance"]["design_notes"] = provenance(cfg)["design_notes"]
+        write_json(path, record)
+    build_bundle(copy, tmp_path / "bundle")
+    for table in ("hpo_comparison", "linear_scaling"):
+        text = (tmp_path / "bundle" / "tables" / f"{table}.md").read_text()
+        assert f"{PRIVATE_DESIGN}: search_space.steps: picked by looking at digits' test accuracy" in text
+    build_bundle(tree, tmp_path / "plain")  # releases without design notes: no label
+    assert PRIVATE_DESIGN not in (tmp_path / "plain" / "tables" / "hpo_comparison.md").read_text()

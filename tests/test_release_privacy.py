@@ -227,3 +227,24 @@ def test_workflow_results_are_byte_identical_under_one_key_and_differ_under_anot
     release = json.loads(first[0])
     assert release["provenance"]["randomness"]["noise_key_fingerprint"] == load_key(key_a).fingerprint()
     assert not re.search(r'noise_seed|"train_accuracy"', first[0].decode())
+
+
+def test_a_search_selected_on_exact_training_scores_states_infinity_and_releases_no_exact_score(digits_features):
+    """selection.rule train_nonprivate (an opt-in, labelled option): the release states ε = ∞ (the record
+    and its privacy block), its exact training counts stay in the internal log, and no table, bundle or
+    verify counts it as accounted, even with its flag forged."""
+    import copy
+    import math
+
+    from dphpo.hpo.selection import accounted
+    from dphpo.verify import check_record
+
+    cfg = copy.deepcopy(CONFIG) | {"selection": {"rule": "train_nonprivate"}}
+    (r, *_) = registry.run_method("random_search_k", LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise_scope(0))
+    internal, rec = r.record({}), release_record(r, {})
+    assert math.isinf(rec["total_eps"]) and math.isinf(rec["privacy"]["total"]["eps"]) and not rec["within_budget"]
+    assert all("score" in t for t in internal["trials"]) and not any("score" in t for t in rec["trials"])
+    assert not accounted(rec) and check_record(json.loads(json.dumps(rec, default=str)), "r").problems == []
+    forged = copy.deepcopy(rec)
+    forged["selection"]["private"] = True
+    assert not accounted(forged)  # the rule's name says it, whatever the flag

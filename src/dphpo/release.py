@@ -31,6 +31,7 @@ import html
 import json
 import logging
 import math
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -85,6 +86,10 @@ class Release:
         """A DP release: trained with noise and its selection accounted (not the non-private reference,
         not an oracle selected on test data)."""
         return accounted(self.record)
+
+    @property
+    def selection_rule(self) -> str | None:
+        return (self.record.get("selection") or {}).get("rule")
 
     @property
     def dataset(self) -> str:
@@ -230,7 +235,8 @@ class DatasetStatement:
             "bundle_eps": "inf" if self.bundle_is_infinite else composed["eps"],
             "releases": [{"file": r.rel, "method": r.record.get("method"), "eps": r.record.get("total_eps"),
                           "delta": r.record.get("total_delta")} for r in self.releases],
-            "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"} for r in self.references],
+            "nonprivate": [{"file": r.rel, "method": r.record.get("method"), "eps": "inf"}
+                           | ({"selection_rule": r.selection_rule} if r.record.get("private", True) else {}) for r in self.references],
             "pretraining_stages": [{"what": s.get("what"), "eps": s.get("eps"), "delta": s.get("delta"),
                                     "accountant": s.get("accountant")} for s in self.stages],
             "public_pretraining_for": [{"file": r.rel, "dataset": r.dataset,
@@ -360,7 +366,7 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
         for rel in (r.rel, r.model_rel):
             if rel:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(root / rel, out / rel)
+                shutil.copyfile(root / rel, out / rel)  # not copy2: a file's time is when its job ended
     tables = build_tables(out, chosen, config)
     statement = {
         "bundle": "dphpo release",
@@ -373,6 +379,7 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
     write_text(out / STATEMENT, statement_markdown(statement))
     write_text(out / REPORT, report_html(out, statement, tables))
     write_manifest(out)
+    set_bundle_times(out)
     return statement
 
 
@@ -390,10 +397,26 @@ def _fingerprint(releases: list[Release]) -> str | None:
     return ", ".join(sorted(found)) or None
 
 
+def recorded_design_notes(releases: list[Release]) -> dict | None:
+    """Without the study's config: a config holding only the settings chosen on private data that the
+    releases' provenance records (`design_notes`, with their values), so the tables still label those rows."""
+    config: dict = {}
+    for r in releases:
+        for key, entry in (r.provenance.get("design_notes") or {}).items():
+            config.setdefault("design_notes", {})[key] = entry["note"]
+            node = config
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = entry["value"]
+    return config or None
+
+
 def build_tables(out: Path, releases: list[Release], config: dict | None) -> list[str]:
     """The study's tables and figures, rebuilt from the bundle's vision releases alone; returns the
     names of the tables written."""
     vision = [r for r in releases if r.rel.startswith("runs/")]
+    config = config if config is not None else recorded_design_notes(vision)
     trained_private = [r for r in vision if r.record.get("private", True)]
     private = [str(out / r.rel) for r in trained_private]
     references = [str(out / r.rel) for r in vision if not r.record.get("private", True)]
@@ -452,11 +475,17 @@ def statement_markdown(statement: dict) -> str:
         ]
         lines += [f"| `{r['file']}` | {r['method']} | {_eps(r['eps'])} | {float(r['delta']):.3g} |" for r in d["releases"]]
         if d["nonprivate"]:
-            lines += ["", "**Not private** (included with `--include-nonprivate`: trained without noise or selected on test "
-                      "data, ε = ∞ — they protect nobody):", ""]
-            lines += [f"- `{r['file']}` ({r['method']}): ε = ∞" for r in d["nonprivate"]]
+            lines += ["", "**Not private** (included with `--include-nonprivate`: trained without noise, or a search "
+                      "selected on test data or on exact training scores; ε = ∞ — they protect nobody):", ""]
+            lines += [f"- `{r['file']}` ({r['method']}{_rule_of(r)}): ε = ∞" for r in d["nonprivate"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def _rule_of(entry: dict) -> str:
+    """`, selected by <rule>` for a statement entry whose search chose by a non-private rule."""
+    rule = entry.get("selection_rule")
+    return f", selected by {rule}" if rule else ""
 
 
 def _bundle_line(d: dict, c: dict) -> str:
@@ -484,6 +513,31 @@ def report_html(out: Path, statement: dict, tables: list[str]) -> str:
         data = base64.b64encode(png.read_bytes()).decode()
         parts.append(f"<h3>{html.escape(png.name)}</h3><img alt='{html.escape(png.name)}' src='data:image/png;base64,{data}'>")
     return "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dphpo release</title></head><body>" + "".join(parts) + "</body></html>\n"
+
+
+#: Every file and folder of a bundle carries this modification time (1980-01-02 UTC: zip stores no earlier
+#: one): the times a results tree's files were written are when their jobs ended, and the gaps between them
+#: are the jobs' run times, which grow with the private N and with Papernot-Steinke's secret number of trials K.
+BUNDLE_MTIME = 315_619_200
+#: How far apart a bundle's file times may lie in `verify --release` (a copy with `cp -r` rewrites them
+#: within a moment; the gaps of a results tree are the jobs' run times, seconds to hours)
+MTIME_SPREAD_S = 2.0
+
+
+def set_bundle_times(out: Path) -> None:
+    for p in [*out.rglob("*"), out]:
+        os.utime(p, (BUNDLE_MTIME, BUNDLE_MTIME), follow_symlinks=False)
+
+
+def time_problems(bundle: Path) -> list[str]:
+    """Modification times that vary across a bundle's files: they would publish when each job ended."""
+    times = {p.relative_to(bundle).as_posix(): p.stat().st_mtime for p in bundle.rglob("*") if p.is_file()}
+    if times and max(times.values()) - min(times.values()) > MTIME_SPREAD_S:
+        late = max(times, key=times.get)
+        return [f"{late}: the bundle's file modification times differ by {max(times.values()) - min(times.values()):.0f} s; "
+                "they reveal when each job ended (its run time grows with the private data and the secret K): rebuild "
+                f"the bundle with `dphpo release`, or reset them (touch -d @{BUNDLE_MTIME} on every file) before publishing"]
+    return []
 
 
 def write_manifest(out: Path) -> None:
@@ -545,6 +599,7 @@ def verify_bundle(bundle: str | Path, config_paths: list[str] | None = None) -> 
             problems.append(f"{rel}: listed in {MANIFEST} but missing")
         elif file_sha256(bundle / rel) != digest:
             problems.append(f"{rel}: its sha256 does not match {MANIFEST} (edited after the bundle was built)")
+    problems += time_problems(bundle)
     problems += _verify_statement(bundle, config_paths)
     return problems
 

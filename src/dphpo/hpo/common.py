@@ -154,7 +154,8 @@ class MethodResult:
             "selection": self.selection,
             "search": self.search,
             "trials": self.trials,
-            "privacy": self.ledger.to_dict(self.delta),
+            # the ledger of the noise the runs added; its total is the release's (ε = ∞ where the search is not accounted)
+            "privacy": self.ledger.to_dict(self.delta) | {"total": total},
             "notes": self.notes,
             "provenance": provenance,
         }
@@ -188,12 +189,12 @@ INTERNAL_KEYS = frozenset(
 )
 
 
-def _covered(value: Any) -> Any:
-    """`value` without private statistics (INTERNAL_KEYS), recursively."""
+def _covered(value: Any, internal: frozenset = INTERNAL_KEYS) -> Any:
+    """`value` without private statistics (`internal`: INTERNAL_KEYS), recursively."""
     if isinstance(value, dict):
-        return {k: _covered(v) for k, v in value.items() if k not in INTERNAL_KEYS}
+        return {k: _covered(v, internal) for k, v in value.items() if k not in internal}
     if isinstance(value, list):
-        return [_covered(v) for v in value]
+        return [_covered(v, internal) for v in value]
     return value
 
 
@@ -213,7 +214,10 @@ def release_record(result: MethodResult, provenance: dict) -> dict:
                 f"{result.method}: its release covers the best trial only, but names {', '.join(named)}, which "
                 "reveal the secret number of trials; keep them in the internal log (`internal`)"
             )
-    full = _covered(result._record(provenance))
+    # scores are released only where they are noisy (accounted) or on public data: the exact training
+    # scores of `train_nonprivate` (trials, picks, the null model's) stay in the internal log
+    exact = result.selection.get("rule") == "train_nonprivate"
+    full = _covered(result._record(provenance), INTERNAL_KEYS | {"score"} if exact else INTERNAL_KEYS)
     trials = full["trials"] if result.trials_released == "all" else []
     full["trials"] = [{k: v for k, v in t.items() if k in RELEASED_TRIAL_FIELDS or k.startswith("test_")} for t in trials]
     full["trials_released"] = result.trials_released

@@ -105,7 +105,8 @@ def accounted(record: Mapping) -> bool:
     """Whether a result record's (ε, δ) covers its whole search: trained with noise and selected by an
     accounted rule (not the non-private reference, not a search selected on test data or exact
     training scores). Tables, the bundle and `dphpo verify` ask this one question."""
-    return bool(record.get("private", True)) and bool((record.get("selection") or {}).get("private", True))
+    selection = record.get("selection") or {}
+    return bool(record.get("private", True)) and bool(selection.get("private", True)) and selection.get("rule") not in NONPRIVATE_RULES
 
 
 def selection_rule(config: dict, n_public: int | None) -> SelectionRule:

@@ -123,7 +123,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
                 TOTAL_EPS: total,
                 "δ": max(as_float(r["total_delta"]) for r in runs),
                 "RERR (%)": None if value is None else round(100 * value, 1),
-                "accountant": "not accounted (test-set selection)" if not private_hpo else accountant,
+                "accountant": f"not accounted (selection rule {runs[0]['selection'].get('rule')})" if not private_hpo else accountant,
                 # CSV columns
                 "target_eps": target,
                 "method_id": method,
@@ -190,6 +190,11 @@ def build_csv_table(rows: list[dict], config: Mapping | None = None) -> Table:
     return Table(columns=CSV_COLUMNS, rows=csv_rows)
 
 
+def _marked(row: dict) -> str:
+    """A row's accuracy cell, marked where its search is not accounted (a non-private selection rule)."""
+    return row["test accuracy (%)"] + ("" if row["private_hpo"] else " (NON-PRIVATE HPO)")
+
+
 def build_table3(rows: list[dict]) -> Table:
     """Panda et al.'s Table 3 layout: random / oracle / ours / RERR per study and target ε."""
     by_key: dict[tuple, dict[str, dict]] = defaultdict(dict)
@@ -204,9 +209,9 @@ def build_table3(rows: list[dict]) -> Table:
                 "dataset": dataset,
                 "extractor": extractor,
                 "target ε": target,
-                "random search (%)": methods[RANDOM]["test accuracy (%)"],
+                "random search (%)": _marked(methods[RANDOM]),
                 "oracle, non-private HPO (%)": methods[ORACLE]["test accuracy (%)"],
-                "linear scaling (%)": methods[OURS]["test accuracy (%)"],
+                "linear scaling (%)": _marked(methods[OURS]),
                 "RERR (%)": methods[OURS]["RERR (%)"],
             }
         )
@@ -234,8 +239,10 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
             # with another marker and a dash-dot line
             order = _method_order(method)[0]
             color, marker = f"C{order % 10}", "os^"[order // 10 % 3]
+            private_hpo = all(r["private_hpo"] for r in line)
             style = {"ls": "--", "color": "0.4"} if method == ORACLE else {"lw": 2.2, "color": color} if method.startswith(OURS) else {"color": color}
             style |= {"ls": "-."} if order >= 10 and method != ORACLE else {}
+            style |= {"ls": ":", "mfc": "none"} if not private_hpo and method != ORACLE else {}
             ax.errorbar(
                 [r["target ε"] for r in line],
                 [100 * r["accuracy_mean"] for r in line],
@@ -243,12 +250,13 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
                 marker=marker,
                 ms=3.5,
                 capsize=2,
-                label=method_label(method),
+                label=method_label(method) + ("" if private_hpo or method == ORACLE else " (NON-PRIVATE HPO)"),
                 **style,
             )
         if (dataset, extractor) in ref_acc:
             ax.axhline(100 * ref_acc[(dataset, extractor)], ls=":", color="k", lw=1, label="non-private training (ε = ∞)")
         oracle = "; oracle: search not accounted" if any(r["method_id"] == ORACLE for r in sub) else ""
+        oracle += "; dotted: search not accounted (ε = ∞)" if any(not r["private_hpo"] and r["method_id"] != ORACLE for r in sub) else ""
         private = [r["total_delta"] for r in sub if r["private_hpo"]] or [r["total_delta"] for r in sub]
         eps_axis(ax, [r["target ε"] for r in sub], f"total ε at {delta_text(private)} (search included{oracle})")
         ax.set_ylabel("test accuracy (%)")

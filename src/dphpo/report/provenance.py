@@ -60,12 +60,12 @@ def provenance_table(paths: Iterable[str]) -> Table:
                 "packages": ", ".join(f"{k} {versions.get(k)}" for k in ("dphpo", "torch", "timm", "snakemake") if versions.get(k)),
             }
         )
-    cols = ["dataset", "extractor", "method", "variant", "results", "seeds", "target ε", "max total ε − target", "δ", "accountant", "selection", "config sha256", "feature cache sha256", "dataset sha256", "extractor's private pre-training", "packages"]
+    cols = ["dataset", "extractor", "method", "variant", "results", "seeds", "target ε", "max total ε − target", "δ", "accountant", "selection", "config sha256", "feature cache MAC", "dataset MAC", "extractor's private pre-training", "packages"]
     caption = (
         "Provenance of every result file the paper tables and figures read, grouped by study, method and variant: the "
-        "config hash (the variant's merged config), the feature cache's content checksum and the dataset checksum "
-        "(compare with the .h5 attributes), the accountant of the reported totals, the selection rule and the package "
-        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 prefixes shown). "
+        "config hash (the variant's merged config), the keyed MACs of the feature cache's content and of the dataset "
+        "(the plain checksums are a membership oracle; compare with the .h5 attributes' *_mac), the accountant of the reported totals, the selection rule and the package "
+        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 and MAC prefixes shown). "
         "An extractor pre-trained with DP-SGD on other private data (Bu et al.) shows that data and its own (ε, δ)."
     )
     return Table(cols, rows, caption, ["each result.json holds the full provenance block and the privacy ledger of every release"])

@@ -30,7 +30,7 @@ import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
 from dphpo.io import read_json, write_text
-from dphpo.studies.config import DEFAULT_VARIANT, check_identity
+from dphpo.studies.config import DEFAULT_VARIANT, check_identity, config_value
 
 
 @dataclass
@@ -273,19 +273,6 @@ def design_notes(config: Mapping | None) -> dict[str, str]:
     if not isinstance(notes, Mapping):
         raise TypeError(f"design_notes: expected a mapping of config keys to text, got {type(notes).__name__}")
     return {str(k): str(v) for k, v in notes.items()}
-
-
-def config_value(config: Mapping | None, key: str) -> tuple[bool, Any]:
-    """(found, value) of a dotted key such as `extractors.efficientnet_lite0.resolution`."""
-    node: Any = config or {}
-    for part in key.split("."):
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False, None
-    return True, node
 
 
 def note_applies(key: str, row: Mapping, config: Mapping | None = None) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -666,3 +667,16 @@ def language_result_files(config: dict, name: str, method: str) -> list[str]:
     targets = language_targets(config, language_study(config, name))
     return [layout.path(layout.LANGUAGE_RESULT, study=name, method=method, seed=s, eps=e)
             for s in config.get("seeds", [0]) for e in targets]
+
+
+def config_value(config: Mapping | None, key: str) -> tuple[bool, Any]:
+    """(found, value) of a dotted key such as `extractors.efficientnet_lite0.resolution`."""
+    node: Any = config or {}
+    for part in key.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
