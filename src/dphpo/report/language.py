@@ -154,6 +154,7 @@ def summary(records: list[dict], scale: float) -> dict[str, Any]:
         "metric": f"{mean:.2f} ± {std:.2f}",
         "mean": mean,
         "total ε (incl. search)": max(as_float(r["total_eps"]) for r in records),
+        "δ": max(as_float(r["total_delta"]) for r in records),
         "r = η·T": float(np.mean([r["released"]["r"] for r in records])),
         "HPO cost": hpo,
         "seeds": len(records),
@@ -169,7 +170,7 @@ def _paper_ref(config: dict, study: str) -> str | None:
 
 
 def build_table6(config: dict, rd: Reader) -> Table:
-    cols = ["study", "target ε", "method", "test accuracy (%)", "r = η·T", "total ε (incl. search)", "HPO cost", "Panda et al. acc (%)", "Panda et al. r"]
+    cols = ["study", "target ε", "method", "test accuracy (%)", "r = η·T", "total ε (incl. search)", "δ", "HPO cost", "Panda et al. acc (%)", "Panda et al. r"]
     rows = []
     for study in _studies_of(config, "table6"):
         ref = SEED000_TABLE6.get(_paper_ref(config, study) or "", {})
@@ -180,7 +181,7 @@ def build_table6(config: dict, rd: Reader) -> Table:
                     continue
                 paper = ref.get(eps) if method == LS else None
                 rows.append({"study": study, "target ε": eps, "method": METHOD_LABELS[method], "test accuracy (%)": s["metric"],
-                             "r = η·T": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
+                             "r = η·T": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "δ": s["δ"], "HPO cost": s["HPO cost"],
                              "Panda et al. acc (%)": paper[0] if paper else None, "Panda et al. r": paper[1] if paper else None})
         s = summary(rd.records(study, NONPRIVATE), 100.0)
         if s:
@@ -201,7 +202,7 @@ def build_lm_rows(config: dict, rd: Reader, studies: list[str], paper: dict) -> 
                 p = ref.get(eps) if method == LS else None
                 p = p if isinstance(p, tuple) or p is None else (p,)
                 rows.append({"study": study, "target ε": eps, "method": METHOD_LABELS[method], "perplexity": s["metric"],
-                             "TSS (r = η·T)": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
+                             "TSS (r = η·T)": s["r = η·T"], "total ε (incl. search)": s["total ε (incl. search)"], "δ": s["δ"], "HPO cost": s["HPO cost"],
                              "Panda et al. ppl": p[0] if p else None, "Panda et al. TSS": p[1] if p and len(p) > 1 else None})
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
@@ -212,7 +213,7 @@ def build_lm_rows(config: dict, rd: Reader, studies: list[str], paper: dict) -> 
     return rows
 
 
-LM_COLS = ["study", "target ε", "method", "perplexity", "TSS (r = η·T)", "total ε (incl. search)", "HPO cost", "Panda et al. ppl", "Panda et al. TSS"]
+LM_COLS = ["study", "target ε", "method", "perplexity", "TSS (r = η·T)", "total ε (incl. search)", "δ", "HPO cost", "Panda et al. ppl", "Panda et al. TSS"]
 
 
 def build_table7(config: dict, rd: Reader) -> Table:
@@ -231,7 +232,7 @@ def build_table8(config: dict, rd: Reader) -> Table:
 
 def build_table9(config: dict, rd: Reader) -> Table:
     eps = float(section(config).get("eps", 1.0))
-    cols = ["study", "method", "target ε", "mean accuracy (std) (%)", "total ε (incl. search)", "HPO cost", "Panda et al. (std)"]
+    cols = ["study", "method", "target ε", "mean accuracy (std) (%)", "total ε (incl. search)", "δ", "HPO cost", "Panda et al. (std)"]
     rows = []
     for study in _studies_of(config, "table9"):
         for method in _row_methods(config, study, (RANDOM, LS, GRID)):
@@ -239,7 +240,7 @@ def build_table9(config: dict, rd: Reader) -> Table:
             if s:
                 p = SEED000_TABLE9.get(method)
                 rows.append({"study": study, "method": METHOD_LABELS[method], "target ε": eps, "mean accuracy (std) (%)": s["metric"],
-                             "total ε (incl. search)": s["total ε (incl. search)"], "HPO cost": s["HPO cost"],
+                             "total ε (incl. search)": s["total ε (incl. search)"], "δ": s["δ"], "HPO cost": s["HPO cost"],
                              "Panda et al. (std)": f"{p[0]:.2f} ({p[1]:.2f})" if p else None})
     return Table(cols, rows, caption="DP-ZO: per step one public random direction, per-example clipped finite differences, Gaussian noise.")
 
@@ -280,7 +281,7 @@ def trained_layers(model: dict) -> str:
 
 
 def build_table20(config: dict, rd: Reader) -> Table:
-    cols = ["layers trained", "study", "target ε", "perplexity", "total ε (incl. search)", "Panda et al. ppl"]
+    cols = ["layers trained", "study", "target ε", "perplexity", "total ε (incl. search)", "δ", "Panda et al. ppl"]
     rows = []
     for item in section(config).get("table20") or []:
         label, study = (item["label"], item["study"]) if isinstance(item, dict) else (item, item)
@@ -289,7 +290,7 @@ def build_table20(config: dict, rd: Reader) -> Table:
             s = summary(rd.at(study, LS, eps), 1.0)
             if s:
                 rows.append({"layers trained": label, "study": study, "target ε": eps, "perplexity": s["metric"],
-                             "total ε (incl. search)": s["total ε (incl. search)"], "Panda et al. ppl": paper.get(eps)})
+                             "total ε (incl. search)": s["total ε (incl. search)"], "δ": s["δ"], "Panda et al. ppl": paper.get(eps)})
         s = summary(rd.records(study, NONPRIVATE), 1.0)
         if s:
             rows.append({"layers trained": label, "study": study, "target ε": math.inf, "perplexity": s["metric"], "total ε (incl. search)": math.inf})
