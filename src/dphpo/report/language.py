@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.hpo.selection import accounted
 from dphpo.io import atomic_path
 from dphpo.report import specs
 from dphpo.report.tables import Table, apply_design_notes, as_float, load_results, mean_std
@@ -146,7 +147,7 @@ def summary(records: list[dict], scale: float) -> dict[str, Any]:
     first = records[0]
     if not first.get("private", True):
         hpo = "none (non-private)"
-    elif not (first.get("selection") or {}).get("private", True):
+    elif not accounted(first):
         hpo = "NOT included (oracle)"
     else:
         hpo = "included"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dphpo.hpo.selection import accounted
 from dphpo.io import read_json
 from dphpo.report import specs
 from dphpo.report.plan import (
@@ -93,7 +94,7 @@ def summarize(results: Sequence[dict]) -> Summary | None:
     sel = first.get("selection") or {}
     if not first.get("private", True):
         hpo = "none (non-private, ε = ∞)"
-    elif first["method"] == "grid_oracle" or not sel.get("private", True):
+    elif not accounted(first):  # the grid oracle, or a search selected by a non-private rule
         hpo = "NOT included (oracle)"
     else:
         hpo = "included"

@@ -231,10 +231,10 @@ class CausalLMTask(OnDevice):
     def from_spec(cls, spec: dict, checkpoint: str | Path | None = None, device: str | torch.device | None = None) -> CausalLMTask:
         model, encode, eos_id, prov = load_lm(spec["model"], checkpoint)
         where = f"language.studies.{spec['name']}"
-        if spec["model"].get("pretrain"):  # its public text must have been deduplicated against this test split
-            check_deduplicated(prov["pretraining"], spec["data"], where)
         data = load_text(spec["data"])
-        if spec["model"].get("pretrain"):  # private training texts the public model saw: dropped, each on its own
+        if spec["model"].get("pretrain"):
+            # its public text deduplicated against this test split; the private training texts it saw dropped, each on its own
+            check_deduplicated(prov["pretraining"], spec["data"], where)
             specs = (prov["pretraining"].get("public_data") or {}).get("specs")
             if specs is None:
                 raise ConfigError(f"{where}.model.pretrain: the checkpoint names no public corpus specs; rerun rule language_pretrain")
