@@ -38,6 +38,7 @@ from dphpo.hpo.candidates import baselines_section, context
 from dphpo.hpo.common import MethodResult
 from dphpo.privacy.ledger import Ledger
 from dphpo.privacy.randomness import NoiseScope
+from dphpo.train.clipping import clip_factors, row_norms
 from dphpo.train.dpgd import accuracy_counts
 from dphpo.train.noise import secret_generator
 from dphpo.train.protocol import PrivateTrainer, require_kind
@@ -88,9 +89,8 @@ def clipped_gradient_sum(x: torch.Tensor, y: torch.Tensor, num_classes: int, cli
         resid = torch.full_like(onehot, 1.0 / num_classes) - onehot
     else:
         resid = torch.full_like(onehot, 1.0 / (1.0 + math.exp(-bias))) - onehot
-    norms = (resid.norm(dim=1) * x.norm(dim=1)).clamp_min(1e-12)
-    scale = torch.clamp(clip_norm / norms, max=1.0)
-    return (resid * scale.unsqueeze(1)).T @ x
+    norms = resid.norm(dim=1) * row_norms(x)
+    return (resid * clip_factors(norms, clip_norm).unsqueeze(1)).T @ x
 
 
 def one_step(noisy_grad: torch.Tensor, optimizer: str, eta: float, adam_eps: float) -> torch.Tensor:

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dphpo.train.clipping import row_norms
 from dphpo.train.noise import DrawAhead, host_buffer, secret_generator, to_device
 
 # Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
@@ -178,7 +179,7 @@ def _train_group(
     sigma = [float(s) for s in trials.sigma]
     gens = [secret_generator(s) for s in trials.seeds]
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)  # (N, K)
-    x_norm = features.norm(dim=1)  # (N,), computed once
+    x_norm = row_norms(features)  # (N,), computed once
     w = torch.zeros(h, num_classes, d, dtype=dtype, device=device)
     if init_std > 0:
         for j, g in enumerate(gens):
@@ -279,7 +280,8 @@ def clipped_sums(
 
     weights (H, K, d). For each row chunk the per-sample gradient norms ‖p_i − y_i‖·‖x_i‖ (H columns,
     clamped away from 0) go to `scales_of(norms, rows)`, which returns M tensors (n_chunk, H) of
-    scales (it may overwrite `norms`). Returns (M·H, K, d): family m's sums in rows m·H … (m+1)·H − 1.
+    scales (it may overwrite `norms`). A term whose norm is not finite is dropped (dphpo.train.clipping).
+    Returns (M·H, K, d): family m's sums in rows m·H … (m+1)·H − 1.
     """
     n, d = features.shape
     h, k, _ = weights.shape
@@ -290,12 +292,14 @@ def clipped_sums(
         sl = slice(start, min(n, start + rows))
         x = features[sl]
         resid = softmax_residuals_((x @ w_flat.T).view(-1, h, k), onehot[sl])
-        norms = residual_norms(resid).mul_(x_norm[sl].unsqueeze(1)).clamp_min_(1e-12)
-        family = scales_of(norms, sl)
+        norms = residual_norms(resid).mul_(x_norm[sl].unsqueeze(1))
+        dropped = ~torch.isfinite(norms)  # (n_chunk, H): a logit or norm overflow on this record
+        family = scales_of(norms.clamp_min_(1e-12), sl)
         if len(family) == 1:
             coef = resid.mul_(family[0].unsqueeze(2))
         else:
             coef = torch.cat([resid * s.unsqueeze(2) for s in family], dim=1)
+        coef.masked_fill_(dropped.repeat(1, len(family)).unsqueeze(2), 0.0)
         part = coef.reshape(x.shape[0], -1).T @ x
         out = part if out is None else out.add_(part)
     return out.view(-1, k, d)

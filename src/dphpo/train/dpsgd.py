@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from dphpo.train.clipping import clip_factors, drop_nonfinite_
 from dphpo.train.noise import DrawAhead, derived_seed, secret_generator, standard_normal, to_device
 from dphpo.train.oso import OsoRule, adapt, noise_split
 
@@ -152,8 +153,8 @@ def train_dpsgd(
             grad_sum = torch.zeros_like(velocity)
             if idx.numel() > 0:
                 per_sample = per_sample_gradients(gsm, params, batch_inputs(idx), labels[idx.to(device)])
-                scale = torch.clamp(clip_norm / per_sample.norm(dim=1).clamp_min(1e-12), max=1.0)
-                grad_sum = scale @ per_sample
+                norms = per_sample.norm(dim=1)
+                grad_sum = clip_factors(norms, clip_norm) @ drop_nonfinite_(per_sample, norms)
             noise = to_device(noise_host, device, velocity.dtype)
             noisy = (grad_sum + noise * (sigma * clip_norm)) / (sample_rate * n_public)
             velocity = momentum * velocity + noisy
@@ -225,9 +226,11 @@ def _train_cnn_oso(images, labels, num_classes, sample_rate, n_public, steps, nu
             idx, g_noise, q_noise = draws.get(t)
             if idx.numel() > 0:
                 per_sample = per_sample_gradients(gsm, params, images[idx], labels[idx])
-                norms = per_sample.norm(dim=1).clamp_min(1e-12)
-                g_sum = (per_sample * torch.clamp(clip / norms, max=1.0).unsqueeze(1)).sum(0)
-                q_sum = (per_sample * ((norms > clip).float() / norms).unsqueeze(1)).sum(0)
+                norms = per_sample.norm(dim=1)
+                per_sample, finite = drop_nonfinite_(per_sample, norms), torch.isfinite(norms)
+                g_sum = (per_sample * clip_factors(norms, clip).unsqueeze(1)).sum(0)
+                norms = norms.clamp_min(1e-12)
+                q_sum = (per_sample * ((norms > clip).float() / norms).masked_fill_(~finite, 0.0).unsqueeze(1)).sum(0)
             else:  # an empty Poisson batch still releases noise
                 g_sum, q_sum = torch.zeros(n_params), torch.zeros(n_params)
             g_tilde = (g_sum + g_noise * nu_g * clip) / expected_batch

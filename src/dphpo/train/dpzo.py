@@ -150,7 +150,7 @@ def train_dpzo(
                     continue
                 d = zo_differences(model, params, direction, losses_of, chunk, lam, theta)
                 clipped.append((d.abs() > C).sum())
-                sums.append(d.clamp(-C, C).sum())
+                sums.append(d.clamp(-C, C).nan_to_num_(nan=0.0).sum())  # a NaN difference is dropped (train.clipping)
             total = 0.0
             for s in sums:
                 total += float(s)

@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from dphpo.device import check_device_setting
 from dphpo.errors import ConfigError
+from dphpo.train.clipping import clip_factors, drop_nonfinite_
 from dphpo.train.dpsgd import poisson_batch
 from dphpo.train.memory import check_physical_batch, require_resolved
 from dphpo.train.noise import DrawAhead, ParameterNoise, StreamPool, secret_generator, to_device
@@ -133,15 +134,12 @@ def wrap_for_clipping(model: nn.Module, clipping: str, clip_norm: float):
     raise ValueError(f"clipping must be one of {CLIPPING}, got {clipping!r}")
 
 
-def clip_coefficients(norms: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """cᵢ = min(1, C/‖gᵢ‖): the factor that clips example i's gradient to norm C."""
-    return torch.clamp(clip_norm / norms.clamp_min(1e-12), max=1.0)
-
-
 def clipped_grad_sum(
-    wrapped, params: Sequence[nn.Parameter], losses: Callable[[], torch.Tensor], clipping: str, clip_norm: float
+    wrapped, params: Sequence[nn.Parameter], losses: Callable[..., torch.Tensor], clipping: str, clip_norm: float
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """(Σᵢ cᵢ gᵢ per parameter, per-example norms ‖gᵢ‖) of the per-example losses `losses()` (shape (B,)).
+    """(Σᵢ cᵢ gᵢ per parameter, per-example norms ‖gᵢ‖) of the per-example losses `losses()` (shape (B,));
+    `losses(keep)`: those of the examples a boolean mask keeps. An example whose norm (or, for ghost
+    clipping, loss) is not finite is dropped (`dphpo.train.clipping`).
 
     hooks: opacus' per-example gradients come out in the forward pass's dtype (bf16 under autocast); each
     is cast to fp32 first (`.float()` of an fp32 tensor is that tensor: fp32 runs are unchanged), and the
@@ -154,8 +152,8 @@ def clipped_grad_sum(
         grad_samples = [p.grad_sample.float() for p in params]
         per_sample = [g.reshape(loss.shape[0], -1) for g in grad_samples]
         norms = torch.sqrt(sum(g.pow(2).sum(1) for g in per_sample))
-        coef = clip_coefficients(norms, clip_norm)
-        sums = [torch.einsum("b,b...->...", coef, g).detach() for g in grad_samples]
+        coef = clip_factors(norms, clip_norm)
+        sums = [torch.einsum("b,b...->...", coef, drop_nonfinite_(g, norms)).detach() for g in grad_samples]
         for p in params:
             p.grad_sample = None
             p.grad = None
@@ -163,12 +161,17 @@ def clipped_grad_sum(
     # ghost: norms from the first backward, the clipped sum from a second one weighted by cᵢ
     loss.sum().backward(retain_graph=True)
     norms = wrapped.get_norm_sample().detach()
-    coef = clip_coefficients(norms, clip_norm)
+    coef = clip_factors(norms, clip_norm)
     for p in params:
         p.grad = None
     wrapped.disable_hooks()
     try:
-        (loss * coef).sum().backward()
+        keep = torch.isfinite(norms) & torch.isfinite(loss.detach())
+        if bool(keep.all()):
+            (loss * coef).sum().backward()
+        else:  # a dropped example's NaN backprops NaN even weighted by 0: a second forward without it
+            del loss
+            (losses(keep) * coef[keep]).sum().backward()
     finally:
         wrapped.enable_hooks()
     sums = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -299,7 +302,7 @@ def train_dp(
             for chunk in idx.split(settings.physical_batch):
                 if not chunk.numel():  # an empty Poisson batch: the step is its noise alone
                     continue
-                fn = lambda c=chunk: losses_of(module, c)  # noqa: E731
+                fn = lambda keep=None, c=chunk: losses_of(module, c if keep is None else c[keep.to(c.device)])  # noqa: E731
                 if private:
                     sums, norms = clipped_grad_sum(module, params, fn, settings.clipping, settings.clip_norm)
                     clipped.append((norms > settings.clip_norm).sum())  # on the device: read once, at the end

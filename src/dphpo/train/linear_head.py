@@ -25,6 +25,7 @@ from dphpo.privacy.accountant import (
     config_delta,
     make_accountant,
 )
+from dphpo.train.clipping import row_norms
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd, with_bias_column
 from dphpo.train.protocol import TrialOutcome
 
@@ -111,7 +112,7 @@ def prepare_features(feature_set: Any, settings: TrainSettings, n_public: int) -
     def prep(x: torch.Tensor) -> torch.Tensor:
         x = x.to(device=device, dtype=torch.float32)
         if settings.feature_norm:
-            x = x * (settings.feature_norm / x.norm(dim=1, keepdim=True).clamp_min(1e-12))
+            x = x * (settings.feature_norm / row_norms(x).unsqueeze(1).clamp_min(1e-12))
         return with_bias_column(x) if settings.bias else x
 
     return PreparedFeatures(

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dphpo.train.clipping import row_norms
 from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, clipped_sums
 from dphpo.train.noise import secret_generator
 
@@ -124,7 +125,7 @@ def train_linear_oso(
     lr = torch.tensor([float(eta0[i]) for i in order], dtype=dtype, device=device)
     clip = torch.full((h,), float(rule.clip_init), dtype=dtype, device=device)
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)
-    x_norm = features.norm(dim=1)
+    x_norm = row_norms(features)
     w = torch.zeros(h, num_classes, d, dtype=dtype, device=device)
     v = torch.zeros_like(w)
     g_prev = torch.zeros_like(w)
