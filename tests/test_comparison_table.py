@@ -162,6 +162,15 @@ def test_eps_is_labelled_per_run_beside_the_mean_over_seeds(results):
     assert any("composition" in n for n in table.notes)
 
 
+def test_the_table3_layout_names_the_method_a_row_lacks(results):
+    """A study without the oracle (or random search) has no Table 3 row: the table says which is missing."""
+    rows = [r for r in comparison.summarize(results) if r["method_id"] != comparison.ORACLE]
+    table3 = comparison.build_table3(rows)
+    assert table3.rows == [] and table3.notes
+    assert all(n.startswith(f"needs: {comparison.ORACLE} on ") for n in table3.notes)
+    assert comparison.build_table3(comparison.summarize(results)).notes == []
+
+
 DESIGN = {
     "extractors": {"efficientnet_lite0": {"resolution": 64}},
     "baselines": {"mehta": {"loss": "ce"}},

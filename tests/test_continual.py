@@ -77,9 +77,15 @@ def test_features_of_another_dataset_carry_the_extractors_guarantee(continual_ch
     assert up["delta"] == 1e-5 and "prv" in up["accountant"]
     # the stage's own ledger entries travel with it: a bundle composes them into the statement of its data
     assert up["entries"] == summary["private_stage"]["privacy"]["entries"] and up["entries"][0]["mechanism"] == "prv"
+    assert up["pretraining"] == "cont" and len(up["weights_sha256"]) == 64  # which run: a bundle composes each once
     assert upstream_privacy(None) is None
     public_only = get_extractor("p", {"kind": "raw"})
     assert "upstream_privacy" not in public_only.attrs()
+    # the stage's own data, with the checkpoint given by path (the config check reads sections only): refused
+    config["datasets"]["digits"] = {"max_train": 50, "max_test": 20}
+    with pytest.raises(ConfigError, match=r"pre-trained with DP on 'digits' itself"):
+        build_feature_cache("digits", "cont", config, tmp_path / "digits" / "cont.h5", device="cpu", progress=False)
+    assert not (tmp_path / "digits" / "cont.h5").exists()
 
 
 def test_one_dpsgd_step_is_the_clipped_noisy_sum_over_the_expected_batch():

@@ -29,6 +29,32 @@ def test_language_tables_are_in_the_paper_dag():
         assert rule in out.stdout, rule
 
 
+def test_table9_at_an_eps_no_study_targets_says_so(monkeypatch):
+    """language.tables.eps picks Table 9's rows among each study's targets: at another ε the table says which
+    targets there are, not that the study is undefined."""
+    import yaml
+
+    from dphpo.report import language
+    from dphpo.studies.validate import validate_config
+
+    cfg = yaml.safe_load((ROOT / TINY).read_text())
+    validate_config(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), cuda_available=None)
+    study = cfg["language"]["tables"]["table9"]
+
+    def records(self, name, method):  # every target's release present
+        return [{"target": {"eps": t}, "test_metric": 80.0, "metric": "accuracy", "total_eps": t, "total_delta": 1e-5,
+                 "released": {"r": 1.0}, "selection": {"rule": "noisy_train_accuracy"}, "private": True}
+                for t in self.targets(name)]
+
+    monkeypatch.setattr(language.Reader, "records", records)
+    target = language.Reader(cfg).targets(study)[0]
+    cfg["language"]["tables"]["eps"] = target
+    assert language.build(cfg, "table9").rows
+    cfg["language"]["tables"]["eps"] = target / 3
+    table = language.build(cfg, "table9")
+    assert not table.rows and table.notes[0].startswith(f"language.tables.eps = {target / 3:g} is not a target ε of {study}")
+
+
 def test_bad_language_study_is_refused_before_any_job(tmp_path):
     import yaml
 

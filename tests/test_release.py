@@ -19,6 +19,7 @@ from dphpo.release import (
     DatasetStatement,
     Release,
     build_bundle,
+    set_bundle_times,
     verify_bundle,
     write_manifest,
 )
@@ -198,6 +199,61 @@ def test_verify_release_catches_edits_and_a_wrong_statement(bundle, tmp_path):
     assert verify_bundle(copy) == ["PRIVACY.md: missing (build the bundle with `dphpo release RESULTS_DIR OUT_DIR`)"]
 
 
+@pytest.mark.parametrize("edit", ["tables/hpo_comparison.md", "tables/linear_scaling.csv", "PRIVACY.md", "report.html",
+                                  "figures/hpo_comparison_accuracy_vs_eps.png", "figures/extra.png", "-tables/hpo_comparison.tex"])
+def test_verify_release_rebuilds_tables_figures_and_pages_from_the_releases(bundle, tmp_path, edit):
+    """A forger who edits a table, a figure or a page and then re-manifests (the MANIFEST is no signature):
+    verify rebuilds each from the bundle's releases and names the file that differs, is extra or is missing."""
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    rel = edit.lstrip("-")
+    if edit.startswith("-"):
+        (copy / rel).unlink()
+    elif rel.endswith(".png"):
+        (copy / rel).write_bytes(((copy / rel).read_bytes() if (copy / rel).exists() else b"") + b"\0")
+    else:
+        (copy / rel).write_text((copy / rel).read_text().replace("linear scaling", "linear scaling (best)", 1) + " ")
+    write_manifest(copy)
+    set_bundle_times(copy)
+    problems = verify_bundle(copy)
+    assert len(problems) == 1 and problems[0].startswith(f"{rel}: "), problems
+    assert ("missing" if edit.startswith("-") else "not a table" if rel == "figures/extra.png" else "edited") in problems[0]
+
+
+def test_tables_read_only_the_labels_the_statement_records(tree, tmp_path):
+    """The bundle's tables, built from the labels of the config that privacy.json records (table_labels), are
+    byte-identical to those the full config gives; verify rebuilds them without the config, and with a
+    --configfile from that config's labels."""
+    from dphpo.release import find_releases
+    from dphpo.report import comparison
+    from dphpo.studies.config import table_labels
+
+    config = {
+        "design_notes": {"search_space.steps": "picked on digits' test accuracy", "studies.0.dataset": "ours",
+                         "pretraining.imagenet": "the pretraining data were chosen by a probe on digits"},
+        "settings_sources": {"random_search_k": "Papernot & Steinke (2022), Table 2"},
+        "search_space": CONFIG["search_space"],
+        "studies": [{"dataset": "digits", "extractor": "raw", "pretraining_overlap": "digits is its own public data"}],
+        "extractors": {"raw": {"kind": "identity"}, "lite0": {"kind": "timm", "pretrain": "imagenet"}},
+        "privacy": {"delta": 1e-5},
+    }
+    labels = table_labels(config)
+    assert labels["studies"] == config["studies"] and labels["extractors"]["lite0"] == {"pretrain": "imagenet"}
+    assert "privacy" not in labels
+    build_bundle(tree, tmp_path / "b", config=config)
+    assert read_json(tmp_path / "b" / STATEMENT_JSON)["table_labels"] == labels
+    private = [str(tmp_path / "b" / r.rel) for r in find_releases(tmp_path / "b") if r.record.get("private", True)]
+    comparison.make(private, [], md=str(tmp_path / "full.md"), csv_path=str(tmp_path / "full.csv"),
+                    figure=str(tmp_path / "full.png"), config=config)
+    text = (tmp_path / "b" / "tables/hpo_comparison.md").read_text()
+    assert text == (tmp_path / "full.md").read_text()
+    assert (tmp_path / "b" / "tables/hpo_comparison.csv").read_text() == (tmp_path / "full.csv").read_text()
+    assert "picked on digits' test accuracy" in text and "Papernot & Steinke" in text and "digits × raw" in text
+    assert verify_bundle(tmp_path / "b") == []
+    problems = verify_bundle(tmp_path / "b", [str(REPO / "tests/configs/tiny.yaml")])  # another study's labels
+    assert any(p.startswith("tables/hpo_comparison.md: not what the bundle's releases and the config give") for p in problems)
+
+
 def test_release_refuses_an_unsafe_output_folder(tree, bundle, capsys):
     assert main(["release", str(tree), str(bundle)]) == 2  # not empty
     assert "not empty" in capsys.readouterr().err
@@ -307,8 +363,8 @@ def test_a_dp_pretraining_stage_composes_into_its_datasets_statement_once_and_pu
     from dphpo.release import statement_markdown, statements
 
     stage_entries = Ledger([LedgerEntry.prv("DP continual pre-training on cifar100", 0.01, 1.2, 300)]).to_dict(1e-5)["entries"]
-    stage = {"what": "DP continual pre-training of the extractor (Bu et al.)", "dataset": "cifar100", "eps": 2.0,
-             "delta": 1e-5, "accountant": "prv", "entries": stage_entries}
+    stage = {"what": "DP continual pre-training of the extractor (Bu et al.)", "pretraining": "dp", "weights_sha256": "a" * 64,
+             "dataset": "cifar100", "eps": 2.0, "delta": 1e-5, "accountant": "prv", "entries": stage_entries}
     on_stage = [_release(f"runs/cifar10/dp/linear_scaling/default/seed{s}/eps1/result.json", "cifar10", 0.5,
                          {"extractor": "dp", "upstream_privacy": dict(stage)}) for s in range(2)]
     own = _release("runs/cifar100/raw/linear_scaling/default/seed0/eps1/result.json", "cifar100", 0.3, {"extractor": "raw"})
@@ -331,6 +387,13 @@ def test_a_dp_pretraining_stage_composes_into_its_datasets_statement_once_and_pu
     (only_c10, only_c100) = statements(on_stage, include_nonprivate=False)
     assert only_c100.releases == [] and only_c100.composed()["eps"] == pytest.approx(
         Ledger.from_dict({"entries": stage_entries}).total(1e-5)["eps"])
+    # another run with the very same guarantee (a second section, or a new version of this one) is another
+    # release about cifar100: both compose (audit: they were one stage, the statement's ε understated)
+    again = _release("runs/cifar10/dp2/linear_scaling/default/seed0/eps1/result.json", "cifar10", 0.5,
+                     {"extractor": "dp2", "upstream_privacy": stage | {"pretraining": "dp2", "weights_sha256": "b" * 64}})
+    two = {st.dataset: st for st in statements(on_stage + [again], include_nonprivate=False)}["cifar100"]
+    assert len(two.stages) == 2 and two.composed()["eps"] == pytest.approx(
+        Ledger.from_dict({"entries": stage_entries * 2}).total(1e-5)["eps"])
 
 
 def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
@@ -373,24 +436,30 @@ def test_bundle_files_carry_one_time_so_they_reveal_no_job_run_time(tree, bundle
     assert "file modification times differ by 5 s" in problem and f"touch -d @{BUNDLE_MTIME}" in problem
 
 
-def test_a_bundle_built_without_the_config_still_labels_settings_chosen_on_private_data(tree, tmp_path):
-    """The releases' provenance records the config's design_notes (with their values): `dphpo release`
-    without --configfile, as `make study` prints it, labels the rows that depend on them."""
+def test_a_bundle_built_without_the_config_labels_its_tables_as_the_config_would(tree, tmp_path):
+    """The releases' provenance records what the tables read of the config (`table_labels`: design_notes with
+    their values, settings_sources): `dphpo release` without --configfile, as `make study` prints it, writes
+    the tables it writes with the config, and verify --release with the config accepts them."""
     from dphpo.report.tables import PRIVATE_DESIGN
     from dphpo.studies.writer import provenance
 
-    cfg = CONFIG | {"design_notes": {"search_space.steps": "picked by looking at digits' test accuracy"}}
-    assert provenance(cfg)["design_notes"] == {
-        "search_space.steps": {"note": "picked by looking at digits' test accuracy", "value": CONFIG["search_space"]["steps"]}}
+    cfg = CONFIG | {"design_notes": {"search_space.steps": "picked by looking at digits' test accuracy"},
+                    "settings_sources": {"random_search_k": "Papernot & Steinke (2022)"}}
+    assert provenance(cfg)["table_labels"] == {
+        "search_space": {"steps": CONFIG["search_space"]["steps"]}, "design_notes": cfg["design_notes"],
+        "settings_sources": cfg["settings_sources"]}
     copy = tmp_path / "results"
     shutil.copytree(tree, copy)
     for path in copy.rglob("result.json"):
         record = read_json(path)  # read_json checks and drops the seal; write_json seals anew
-        record["provenance"]["design_notes"] = provenance(cfg)["design_notes"]
+        record["provenance"]["table_labels"] = provenance(cfg)["table_labels"]
         write_json(path, record)
     build_bundle(copy, tmp_path / "bundle")
+    build_bundle(copy, tmp_path / "with_config", config=cfg)
     for table in ("hpo_comparison", "linear_scaling"):
         text = (tmp_path / "bundle" / "tables" / f"{table}.md").read_text()
         assert f"{PRIVATE_DESIGN}: search_space.steps: picked by looking at digits' test accuracy" in text
-    build_bundle(tree, tmp_path / "plain")  # releases without design notes: no label
+        assert text == (tmp_path / "with_config" / "tables" / f"{table}.md").read_text()
+    assert "Papernot & Steinke (2022)" in (tmp_path / "bundle" / "tables" / "hpo_comparison.md").read_text()
+    build_bundle(tree, tmp_path / "plain")  # releases without table labels: no label
     assert PRIVATE_DESIGN not in (tmp_path / "plain" / "tables" / "hpo_comparison.md").read_text()

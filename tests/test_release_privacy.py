@@ -95,6 +95,33 @@ def test_noise_of_two_variants_and_two_extractors_is_independent():
     assert NoiseKey.generate().scope(**dict(scopes["default"].labels)).seed("x") != scopes["default"].seed("x")
 
 
+def test_another_version_of_the_pretraining_draws_other_noise(tmp_path):
+    """Audit: the noise labels hashed the extractor's section, {kind, pretrain: name}, not the pretraining it
+    names; a new version of that pretraining (other epochs, another DP stage) gave other features under the
+    same noise, and the difference of two releases cancelled it. Now the section (and a language study's LM
+    pretraining) is part of the settings every noise label hashes."""
+    import copy
+
+    from dphpo.studies import config as study_config
+    from dphpo.studies.validate import load_config
+
+    create_key_file(tmp_path / "key")
+    cfg = load_config([os.path.join(REPO, "config", "paper_embedded.yaml")])
+    cfg["privacy"]["noise_key_file"] = str(tmp_path / "key")
+    other = copy.deepcopy(cfg)
+    other["pretraining"]["syn_cnn"]["epochs"] += 1
+    other["language"]["pretrain"]["pydocs_gpt2"]["steps"] += 1
+
+    def seed(c, extractor):
+        return study_config.noise_scope(c, "mnist", extractor, "default", 0, "linear_scaling").seed("trial", 0)
+
+    assert seed(cfg, "syn_cnn") != seed(other, "syn_cnn")
+    assert seed(cfg, "efficientnet_lite0") == seed(other, "efficientnet_lite0")  # a study that does not use it
+    settings = study_config.language_settings
+    assert settings(cfg, "tweets_gpt2_small", "linear_scaling") != settings(other, "tweets_gpt2_small", "linear_scaling")
+    assert settings(cfg, "tweets_minilm_dpzo", "linear_scaling") == settings(other, "tweets_minilm_dpzo", "linear_scaling")
+
+
 # ------------------------------------------------------------------------------------------
 # public normalizers
 

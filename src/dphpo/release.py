@@ -5,7 +5,8 @@ caches, job logs and wall times (a function of Papernot–Steinke's secret K), t
 and the test-selected grid oracle. A bundle holds only what a researcher may publish:
 
 - every DP release (`result.json`) and its model, under the same relative paths;
-- tables, figures and an HTML report rebuilt from those releases alone (no job runtimes);
+- tables, figures and an HTML report rebuilt from those releases alone (no job runtimes), and rebuilt
+  again by `verify --release`, which fails a table, figure or page the releases do not give;
 - `PRIVACY.md` (and `privacy.json`, the same statement for programs): per private dataset the privacy
   unit, the adjacency, δ, what is treated as public, each release's (ε, δ), and the ε of all the
   bundle's releases about that dataset composed — releases about one dataset compose, whatever their
@@ -27,13 +28,17 @@ closed form and requires agreement.
 from __future__ import annotations
 
 import base64
+import copy
 import html
 import json
 import logging
 import math
 import os
 import shutil
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -44,7 +49,7 @@ from dphpo.hpo.selection import accounted
 from dphpo.io import file_sha256, read_json, write_json, write_text
 from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
-from dphpo.studies.config import check_identity
+from dphpo.studies.config import check_identity, table_labels
 from dphpo.studies.validate import load_config
 from dphpo.verify import MISSING, NUMERIC_ATOL, NUMERIC_RTOL, check_record, missing_releases, recompute, verify_tree
 
@@ -367,12 +372,14 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
             if rel:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(root / rel, out / rel)  # not copy2: a file's time is when its job ended
-    tables = build_tables(out, chosen, config)
+    labels = table_labels(config) if config is not None else recorded_config(chosen)
+    tables = build_tables(out, chosen, labels)
     statement = {
         "bundle": "dphpo release",
         "include_nonprivate": include_nonprivate,
         "methods": sorted(methods) if methods else None,  # --methods: the bundle holds only these by choice
         "noise_key_fingerprint": _fingerprint(chosen),
+        "table_labels": labels,  # what of the config the tables read: verify --release rebuilds them from it
         "datasets": [st.to_dict() for st in statements(chosen, include_nonprivate)],
     }
     write_json(out / STATEMENT_JSON, statement)
@@ -397,26 +404,31 @@ def _fingerprint(releases: list[Release]) -> str | None:
     return ", ".join(sorted(found)) or None
 
 
-def recorded_design_notes(releases: list[Release]) -> dict | None:
-    """Without the study's config: a config holding only the settings chosen on private data that the
-    releases' provenance records (`design_notes`, with their values), so the tables still label those rows."""
-    config: dict = {}
+def recorded_config(releases: list[Release]) -> dict:
+    """Without the study's config: the table labels its releases' provenance records (`table_labels`),
+    so the tables still label rows that use settings chosen on private data, name where each method's
+    settings come from and mark studies on their extractor's pretraining data."""
+    labels: dict = {}
     for r in releases:
-        for key, entry in (r.provenance.get("design_notes") or {}).items():
-            config.setdefault("design_notes", {})[key] = entry["note"]
-            node = config
-            *parents, leaf = key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = entry["value"]
-    return config or None
+        _merge(labels, r.provenance.get("table_labels") or {})
+    return labels
 
 
-def build_tables(out: Path, releases: list[Release], config: dict | None) -> list[str]:
-    """The study's tables and figures, rebuilt from the bundle's vision releases alone; returns the
-    names of the tables written."""
+def _merge(into: dict, more: Mapping) -> None:
+    """Fold `more` into `into`: mappings key by key, lists as the union of their entries."""
+    for key, value in more.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        elif isinstance(value, list) and isinstance(into.get(key), list):
+            into[key] += [v for v in value if v not in into[key]]
+        else:
+            into.setdefault(key, copy.deepcopy(value))
+
+
+def build_tables(out: Path, releases: list[Release], config: dict) -> list[str]:
+    """The study's tables and figures, rebuilt from the bundle's vision releases alone and the table
+    labels of the study's config (`table_config`); returns the names of the tables written."""
     vision = [r for r in releases if r.rel.startswith("runs/")]
-    config = config if config is not None else recorded_design_notes(vision)
     trained_private = [r for r in vision if r.record.get("private", True)]
     private = [str(out / r.rel) for r in trained_private]
     references = [str(out / r.rel) for r in vision if not r.record.get("private", True)]
@@ -604,16 +616,46 @@ def verify_bundle(bundle: str | Path, config_paths: list[str] | None = None) -> 
     return problems
 
 
-def _record_problems(bundle: Path, releases: list[Release], statement: dict, config_paths: list[str] | None) -> list[str]:
-    """Each release's own check (`check_record`); with `config_paths`, `verify_tree`'s, which also checks its
-    config hash, and the releases the config's study implies that the bundle lacks."""
-    if not config_paths:
+def _record_problems(bundle: Path, releases: list[Release], statement: dict, config: dict | None) -> list[str]:
+    """Each release's own check (`check_record`); with the study's `config`, `verify_tree`'s, which also checks
+    its config hash, and the releases the config's study implies that the bundle lacks."""
+    if config is None:
         return [f"{r.rel}: {p}" for r in releases for p in check_record(r.record, r.rel).problems]
-    config = load_config(config_paths)
-    checks, _ = verify_tree(bundle, config_paths, config)
+    checks, _ = verify_tree(bundle, None, config)
     problems = [f"{c.file}: {p}" for c in checks if c.problems != [MISSING] for p in c.problems]
     return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)"
                        for rel in unbundled(statement, config)]
+
+
+def rebuilt_problems(bundle: Path, releases: list[Release], statement: dict, config: dict | None = None) -> list[str]:
+    """The tables, figures, PRIVACY.md and report.html rebuilt from the bundle's releases and statement:
+    each file that differs (or is missing, or is extra) was not built from them. The tables' labels are
+    the statement's `table_labels`, or with `config` that config's (`table_config`)."""
+    labels = statement.get("table_labels", {}) if config is None else table_labels(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        again = Path(tmp)
+        for r in releases:
+            (again / r.rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(bundle / r.rel, again / r.rel)
+        tables = build_tables(again, releases, labels)
+        write_text(again / STATEMENT, statement_markdown(statement))
+        write_text(again / REPORT, report_html(again, statement, tables))
+        made = {p.relative_to(again).as_posix(): p for p in [again / STATEMENT, again / REPORT]
+                + sorted((again / "tables").glob("*")) + sorted((again / "figures").glob("*"))}
+        held = {p.relative_to(bundle).as_posix() for folder in ("tables", "figures") for p in (bundle / folder).glob("*")}
+        problems = [f"{rel}: not a table or figure of the bundle's releases" for rel in sorted(held - set(made))]
+        for rel, path in made.items():
+            if not (bundle / rel).is_file():
+                problems.append(f"{rel}: missing: the bundle's releases give it (build the bundle with `dphpo release`)")
+            elif (bundle / rel).read_bytes() != path.read_bytes():
+                problems.append(f"{rel}: not what the bundle's releases and {'the config' if config else STATEMENT_JSON} "
+                                f"give (rebuilt here with {_versions()}): edited, built with another config's "
+                                "design_notes or settings_sources, or by other versions")
+    return problems
+
+
+def _versions() -> str:
+    return ", ".join(f"{name} {metadata.version(name)}" for name in ("dphpo", "matplotlib"))
 
 
 def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]:
@@ -621,14 +663,14 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
     try:
         statement = read_json(bundle / STATEMENT_JSON)
         releases = find_releases(bundle)
-        problems = _record_problems(bundle, releases, statement, config_paths)
+        config = load_config(config_paths) if config_paths else None
+        problems = _record_problems(bundle, releases, statement, config) + rebuilt_problems(bundle, releases, statement, config)
     except Exception as err:  # a damaged record or statement, a bad config: name it, never a traceback
         return [str(err)]
     for r in releases:
         if not r.dp and not statement.get("include_nonprivate"):
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
-    text = (bundle / STATEMENT).read_text()
     found = statements(releases, bool(statement.get("include_nonprivate")))
     for st in found:
         d = stated.get(st.dataset)
@@ -646,10 +688,8 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
         if eps is not None and abs(eps - claimed) > NUMERIC_RTOL * claimed + NUMERIC_ATOL:
             problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε {claimed:.6g} is not the releases' "
                             f"{eps:.6g} ({how})")
-        if f"({_eps(claimed)}, " not in text:
-            problems.append(f"{STATEMENT}: does not state {st.dataset}'s composed ε {_eps(claimed)}")
-        if st.bundle_is_infinite and (d.get("bundle_eps") != "inf" or "**This whole bundle:** ε = ∞" not in text):
-            problems.append(f"{STATEMENT_JSON}/{STATEMENT}: the bundle holds non-private releases about {st.dataset}, or "
+        if st.bundle_is_infinite and d.get("bundle_eps") != "inf":  # PRIVACY.md: rebuilt from the statement
+            problems.append(f"{STATEMENT_JSON}: the bundle holds non-private releases about {st.dataset}, or "
                             "releases on an extractor pretrained on it without noise, but does not state that "
                             "publishing it costs ε = ∞")
     for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):

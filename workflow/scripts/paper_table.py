@@ -7,9 +7,12 @@ runtime. Table 5's accuracies on shifted test sets come from rule paper_evaluati
 import logging
 
 from dphpo.report import paper
+from dphpo.studies import config as study_config
 
 logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 name = snakemake.wildcards.table
+# every release must be of the settings the config asks for (Snakemake may not have rerun it)
+study_config.check_inputs(study_config.run_results(snakemake.input), snakemake.config)
 table = paper.write(
     snakemake.config,
     name,

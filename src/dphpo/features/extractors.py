@@ -548,18 +548,23 @@ class PretrainedPublicExtractor(TorchImageExtractor):
             public_test_accuracy=metrics.get("test_accuracy"),
             pretraining_config_hash=meta.get("training_config_hash"),
             feature_dim=int(self.feature_dim),
-            upstream_privacy=upstream_privacy(meta.get("private_stage")),
+            upstream_privacy=upstream_privacy(meta.get("private_stage"), meta.get("name"), meta.get("weights_sha256")),
         )
         return a
 
 
-def upstream_privacy(private_stage: dict | None) -> dict | None:
-    """What a feature cache says about its extractor's private pre-training: the data and its (ε, δ)."""
+def upstream_privacy(private_stage: dict | None, pretraining: str | None = None, weights_sha256: str | None = None) -> dict | None:
+    """What a feature cache says about its extractor's private pre-training: the data and its (ε, δ), and
+    which run it was (its section, and the hash of the weights it released, a DP output): a bundle composes
+    each run once, and two runs on one dataset (two sections, or two versions of one) both, however alike
+    their guarantees."""
     if not private_stage:
         return None
     data, guarantee = private_stage["dataset"], private_stage["guarantee"]
     return {
         "what": "DP continual pre-training of the extractor (Bu et al.)",
+        "pretraining": pretraining,
+        "weights_sha256": weights_sha256,
         "dataset": data["name"],
         "dataset_checksum_mac": data["checksum_mac"],
         "eps": guarantee["eps"],

@@ -69,11 +69,19 @@ def check_study_extractors(config: dict) -> None:
 
 def check_public_checksum(extractor_attrs: dict, dataset, where: str) -> None:
     """Once a dataset is loaded: ConfigError when it is (by name or content checksum) the public
-    pretraining data recorded by its extractor (`pretrained_public` attrs)."""
+    pretraining data recorded by its extractor (`pretrained_public` attrs), or (by name) the data of its
+    DP continual pre-training stage."""
     name, checksum = extractor_attrs.get("public_dataset"), extractor_attrs.get("public_dataset_checksum")
     if dataset.name == name or (checksum and dataset.checksum == checksum):
         raise ConfigError(
             f"{where}: dataset {dataset.name!r} (checksum {dataset.checksum[:12]}) is the public pretraining data of "
             f"extractor {extractor_attrs.get('extractor')!r} ({name}, checksum {str(checksum)[:12]}); "
             "expected private data the extractor has not been pretrained on"
+        )
+    stage = extractor_attrs.get("upstream_privacy") or {}
+    if stage.get("dataset") == dataset.name:  # also for a checkpoint given by path (studies check only sections)
+        raise ConfigError(
+            f"{where}: extractor {extractor_attrs.get('extractor')!r} was pre-trained with DP on {dataset.name!r} itself "
+            f"({stage.get('pretraining')}): the downstream (eps, delta) would not include the pre-training's cost "
+            "(composition is not implemented); study another dataset or pre-train privately on another one"
         )

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from dphpo.data.overlap import INTERNAL_DROPPED
+from dphpo.hpo.selection import accounted
 from dphpo.io import write_json
 from dphpo.privacy.ledger import Ledger
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures, TrainSettings, prepare_features, save_weights
@@ -123,12 +124,10 @@ class MethodResult:
         """The (ε, δ) the release states: its ledger's, or ε = ∞ when the search is not accounted (trained
         without noise, or selected on test data or exact training scores: the ledger then holds only the
         noise the runs added)."""
-        if not self.private:
-            return {"eps": math.inf, "delta": 0.0, "mu": math.inf, "accountant": "none (non-private)"}
-        if not self.selection.get("private", True):
-            rule = self.selection.get("rule")
-            return {"eps": math.inf, "delta": 0.0, "mu": math.inf, "accountant": f"none (selection rule {rule} is not accounted)"}
-        return self.ledger.total(self.delta)
+        if accounted({"private": self.private, "selection": self.selection}):
+            return self.ledger.total(self.delta)
+        why = "non-private" if not self.private else f"selection rule {self.selection.get('rule')} is not accounted"
+        return {"eps": math.inf, "delta": 0.0, "mu": math.inf, "accountant": f"none ({why})"}
 
     def record(self, provenance: dict) -> dict:
         """The internal log: everything, marked not for publication."""

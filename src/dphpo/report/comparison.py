@@ -200,9 +200,11 @@ def build_table3(rows: list[dict]) -> Table:
     by_key: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in rows:
         by_key[(r["dataset"], r["extractor"], r["target ε"])][r["method_id"]] = r
-    out = []
+    out, needs = [], []
     for (dataset, extractor, target), methods in sorted(by_key.items()):
-        if OURS not in methods or RANDOM not in methods or ORACLE not in methods:
+        lacking = [m for m in (RANDOM, ORACLE, OURS) if m not in methods]
+        if lacking:  # a row needs all three; say which is missing rather than drop it silently
+            needs.append(f"needs: {', '.join(lacking)} on {dataset} × {extractor} at ε = {float(target):g} (no row without it)")
             continue
         out.append(
             {
@@ -221,7 +223,7 @@ def build_table3(rows: list[dict]) -> Table:
         "target ε: the total ε per run (one seed's run, search included) of random search and ours; the oracle's "
         "search is not accounted."
     )
-    return Table(columns=cols, rows=out, caption=caption)
+    return Table(columns=cols, rows=out, caption=caption, notes=needs)
 
 
 def figure(rows: list[dict], references: Sequence[dict] = ()):

@@ -463,3 +463,16 @@ def stage_signal_notes(results: Iterable[dict]) -> list[str]:
         for (d, e, v), flags in sorted(found.items())
         if sum(flags)
     ]
+
+
+def check_totals(rows: Iterable[dict]) -> list[str]:
+    """Rows whose accounted total ε exceeds their target (should be none). An unaccounted search (the
+    oracle, a non-private rule) states ε = ∞ on purpose: its row says so, it is no overrun."""
+    bad = []
+    for r in rows:
+        target = r.get("target ε")
+        for col, v in r.items():
+            if (col.startswith("total ε") and isinstance(v, float) and math.isfinite(v) and isinstance(target, float)
+                    and v > target * (1 + 1e-9)):
+                bad.append(f"{col}={v} > target {target}")
+    return bad

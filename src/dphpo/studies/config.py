@@ -23,6 +23,7 @@ from typing import Any
 
 from dphpo import layout
 from dphpo.data.files import FileDataset, dataset_options, dataset_spec, file_section
+from dphpo.data.overlap import OVERLAP_KEY
 from dphpo.data.registry import DATASETS
 from dphpo.data.registry import public_train_size as declared_size
 from dphpo.errors import ConfigError, DPHPOError, OutputFileError
@@ -168,11 +169,16 @@ def method_config(cfg: dict, method: str) -> dict:
 def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
     """What a training job of `method` computes from, read off a variant's config (`variant_config`): the
     shared run settings sections, the parts of `linear_scaling` and `baselines` the method reads
-    (`method_config`), the study's extractor section and dataset options, the public size and the noise
-    key's fingerprint (another key draws other noise). `method` is recorded with them (it names the scope)."""
+    (`method_config`), the study's extractor section (and the `pretraining` section it is trained by: another
+    version of it gives other features, so its results must draw other noise) and dataset options, the public
+    size and the noise key's fingerprint (another key draws other noise). `method` is recorded with them (it
+    names the scope)."""
     scoped = method_config(cfg, method)
     settings: dict[str, Any] = {"method": method} | {key: scoped.get(key) for key in RUN_SETTINGS_KEYS}
     settings["extractor"] = cfg.get("extractors", {}).get(extractor)
+    pretrain = (settings["extractor"] or {}).get("pretrain")
+    if pretrain is not None:
+        settings["pretraining"] = (cfg.get("pretraining") or {}).get(pretrain)
     settings["dataset"] = dataset_options(cfg, dataset)
     settings["public_n_train"] = public_train_size(cfg, dataset)
     settings["test_split"] = test_split(cfg, dataset)
@@ -355,6 +361,12 @@ def check_inputs(paths: Any, config: dict) -> None:
                 f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
                 f"delete it or rerun with `snakemake --forcerun {path}`"
             )
+
+
+def run_results(paths: Any) -> list[str]:
+    """The vision releases among `paths` (`layout.RESULT`, `layout.NONPRIVATE_RESULT`): the records whose run
+    settings `check_inputs` can compare (a paper table also reads benchmarks, evaluations, language results)."""
+    return [str(p) for p in paths if layout.parse(layout.RESULT, p) or layout.parse(layout.NONPRIVATE_RESULT, p)]
 
 
 def search_space(config: dict):
@@ -609,6 +621,9 @@ def language_settings(config: dict, name: str, method: str | None = None) -> dic
     `linear_scaling_safeguarded` its guards as they stand: none set (or `true`) means the recommended
     ones, so new recommended constants rerun it. `method` None: the non-private reference."""
     settings = {"study": language_study(config, name), "base": {k: config.get(k) for k in RUN_SETTINGS_KEYS}}
+    pretrain = (settings["study"].get("model") or {}).get("pretrain")
+    if pretrain is not None:  # the LM it fine-tunes: another version of it, other noise
+        settings["pretrain"] = ((config.get("language") or {}).get("pretrain") or {}).get(pretrain)
     if method is not None:
         settings["noise_key"] = key_from_config(config).fingerprint()
     if method == "linear_scaling_safeguarded":
@@ -680,3 +695,39 @@ def config_value(config: Mapping | None, key: str) -> tuple[bool, Any]:
         else:
             return False, None
     return True, node
+
+
+def table_labels(config: Mapping | None) -> dict:
+    """What of a config the bundle's tables read (their labels): the settings chosen on private data
+    (`design_notes`) with their values, where methods' settings come from (`settings_sources`), the studies
+    on their extractor's public pretraining data and, for a note on a pretraining, each extractor's. Every release's
+    provenance records it and a bundle's privacy.json too, so `dphpo release` labels its tables without the
+    config and `verify --release` rebuilds them from the bundle alone."""
+    config = config or {}
+    picked: dict = {}
+    for key in config.get("design_notes") or {}:
+        _copy_path(config, picked, key.split("."))
+    for section in ("design_notes", "settings_sources"):
+        if config.get(section):
+            picked[section] = copy.deepcopy(config[section])
+    overlaps = [{"dataset": s["dataset"], "extractor": s["extractor"], OVERLAP_KEY: s[OVERLAP_KEY]}
+                for s in config.get("studies") or [] if s.get(OVERLAP_KEY)]
+    if overlaps and "studies" not in picked:
+        picked["studies"] = overlaps
+    if any(key.startswith("pretraining.") for key in config.get("design_notes") or {}):
+        for name, e in (config.get("extractors") or {}).items():  # such a note applies by each extractor's pretraining
+            entry = picked.setdefault("extractors", {}).setdefault(name, {})
+            if isinstance(e, Mapping) and "pretrain" in e:
+                entry["pretrain"] = copy.deepcopy(e["pretrain"])
+    return picked
+
+
+def _copy_path(source: Any, target: dict, parts: list[str]) -> None:
+    """Copy the value at a dotted key's `parts` from `source` into `target`; a list on the way is copied whole."""
+    for i, part in enumerate(parts):
+        if not isinstance(source, Mapping) or part not in source:
+            return
+        if i == len(parts) - 1 or isinstance(source[part], list):
+            target[part] = copy.deepcopy(source[part])
+            return
+        source, target = source[part], target.setdefault(part, {})

@@ -55,9 +55,9 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
         overlap = overlap_record(config, extra["dataset"], extra["extractor"])
         if overlap is not None:  # a study on its extractor's public pretraining data, acknowledged
             block["pretraining_overlap"] = overlap
-    notes = config.get("design_notes") or {}
-    if notes:  # settings chosen on private data: a bundle built without the config still labels their rows
-        block["design_notes"] = {key: {"note": str(note), "value": study_config.config_value(config, key)[1]} for key, note in notes.items()}
+    labels = study_config.table_labels(config)
+    if labels:  # what the tables read of the config: a bundle built without the config still labels its rows
+        block["table_labels"] = labels
     if noise is not None:
         block["randomness"] = noise.describe()
         cache = block.get("feature_cache") or {}
