@@ -396,6 +396,32 @@ def test_a_dp_pretraining_stage_composes_into_its_datasets_statement_once_and_pu
         Ledger.from_dict({"entries": stage_entries * 2}).total(1e-5)["eps"])
 
 
+def test_releases_accounted_for_different_adjacencies_are_never_composed(tree, tmp_path):
+    """Audit: a replace-one release and an add/remove one (a DP pre-training stage is add/remove only) were
+    composed into one ε labelled 'add_remove, replace_one', valid for neither. The bundle is refused, naming
+    the dataset, and verify fails a statement that mixes them."""
+    from dphpo.errors import ConfigError
+    from dphpo.release import statements
+
+    stage = {"what": "DP continual pre-training", "pretraining": "dp", "weights_sha256": "a" * 64, "dataset": "cifar100",
+             "eps": 2.0, "delta": 1e-5, "accountant": "prv", "entries": []}
+    on_stage = _release("runs/cifar10/dp/linear_scaling/default/seed0/eps1/result.json", "cifar10", 0.5,
+                        {"extractor": "dp", "upstream_privacy": stage})
+    own = _release("runs/cifar100/raw/linear_scaling/default/seed0/eps1/result.json", "cifar100", 0.3, {"extractor": "raw"})
+    own.record["provenance"]["accountant"] = {"adjacency": "replace_one"}
+    sts = {st.dataset: st for st in statements([on_stage, own], include_nonprivate=False)}
+    assert sts["cifar10"].mixed_adjacency() is None
+    assert "different adjacencies (add_remove, replace_one" in sts["cifar100"].mixed_adjacency()
+    copy = tmp_path / "results"
+    shutil.copytree(tree, copy)
+    path = next(copy.rglob("runs/digits/raw/random_search_k/**/result.json"))
+    record = read_json(path)
+    record["provenance"]["accountant"]["adjacency"] = "replace_one"
+    write_json(path, record)
+    with pytest.raises(ConfigError, match="releases about digits are accounted for different adjacencies"):
+        build_bundle(copy, tmp_path / "b")
+
+
 def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
     """Capped K: each release alone pays (1 + e^ε_i)·p_i; the releases together differ from their accounted
     searches with probability ≤ Σp, paid at the composed ε (a sum of the releases' own δ_cap undercounted it)."""

@@ -222,11 +222,24 @@ class DatasetStatement:
                 parts.add(f"overlap with the extractor's pretraining data: {prov['pretraining_overlap']}")
         return sorted(parts)
 
-    def adjacency(self) -> str:
+    def adjacencies(self) -> set[str]:
         found = {((r.provenance.get("accountant") or {}).get("adjacency") or "add_remove") for r in self.releases}
         if self.stages:
             found.add("add_remove")  # DP continual pre-training: Poisson-subsampled DP-SGD
-        return ", ".join(sorted(found))
+        return found
+
+    def adjacency(self) -> str:
+        return ", ".join(sorted(self.adjacencies()))
+
+    def mixed_adjacency(self) -> str | None:
+        """Why the releases about the dataset cannot be composed: their guarantees are for different
+        neighbouring relations (a ledger composes entries of one relation; an add/remove guarantee holds
+        for replace-one only at about twice its ε), or None."""
+        if len(self.adjacencies()) < 2:
+            return None
+        return (f"the releases about {self.dataset} are accounted for different adjacencies ({self.adjacency()}: "
+                "privacy.adjacency, and add_remove for a DP pre-training stage), which no statement composes: "
+                "bundle them apart (--methods, or a results tree per adjacency)")
 
     def to_dict(self) -> dict:
         composed = self.composed()
@@ -350,6 +363,9 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     chosen = [r for r in releases if r.dp or include_nonprivate]
     if not any(r.dp for r in chosen):
         raise ConfigError(f"no DP release (result.json of a private method) under {root}")
+    for st in statements(chosen, include_nonprivate):
+        if st.mixed_adjacency():
+            raise ConfigError(st.mixed_adjacency())
     final, out = out, out.with_name(f".{out.name}.partial")  # built aside, renamed when complete
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -673,6 +689,8 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
     found = statements(releases, bool(statement.get("include_nonprivate")))
     for st in found:
+        if st.mixed_adjacency():
+            problems.append(f"{STATEMENT_JSON}: {st.mixed_adjacency()}")
         d = stated.get(st.dataset)
         if d is None:
             problems.append(f"{STATEMENT_JSON}: no statement for dataset {st.dataset}")
