@@ -256,6 +256,20 @@ def test_trial_count_distribution_has_the_stated_mean(dist):
     assert np.mean(draws) == pytest.approx(dist.mean_trials, rel=0.1)
 
 
+@pytest.mark.parametrize("mean, cap", [(750, 200), (1000, 1200), (2000, 1900), (700, 200), (10, 20)])
+def test_a_large_poisson_mean_keeps_its_tail_and_its_draws(mean, cap):
+    """Audit: past E[K] ≈ 745, e^{-E[K]} underflowed to 0, every term with it: P[K > cap] was 0 (the cap
+    charged nothing) and every draw was capped (a fixed-K search its theorem does not cover); with a cap
+    below the mode, the tail sum stopped at its first tiny term. Both against scipy."""
+    from scipy.stats import poisson
+
+    dist = papernot_steinke.TrialCountDistribution("poisson", float(mean))
+    assert dist.tail(cap) == pytest.approx(poisson.sf(cap, mean), rel=1e-9)
+    rng = np.random.default_rng(0)
+    draws = [dist.sample(rng, 10 * mean)[0] for _ in range(200)]
+    assert abs(np.mean(draws) - mean) < 4 * np.sqrt(mean / len(draws))  # 4 standard errors
+
+
 def _take(it, n):
     return [next(it) for _ in range(n)]
 

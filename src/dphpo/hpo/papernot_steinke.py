@@ -82,11 +82,18 @@ class TrialCountDistribution:
         """Yield (k, P[K = k]) for k = k_min, k_min+1, ... (k_min = 1 for the TNB, 0 for Poisson)."""
         if self.kind == "poisson":
             lam = self.mean_trials
-            p, k = math.exp(-lam), 0
+            if math.exp(-lam) > 0.0:
+                p, k = math.exp(-lam), 0
+                while True:
+                    yield k, p
+                    k += 1
+                    p *= lam / k
+            # E[K] past ~745: e^{-E[K]} underflows to 0 and so would every term; in log space instead
+            log_p, k = -lam, 0
             while True:
-                yield k, p
+                yield k, math.exp(log_p)
                 k += 1
-                p *= lam / k
+                log_p += math.log(lam / k)
         eta = self.shape
         gamma = tnb_gamma(self.mean_trials, eta)
         if gamma >= 1.0:  # E[K] = 1: K = 1 surely (and nothing after it: a tail sum ends)
@@ -106,13 +113,15 @@ class TrialCountDistribution:
 
     def tail(self, m: int) -> float:
         """P[K > m], summed term by term (no 1 − CDF cancellation)."""
-        total = 0.0
+        total, previous = 0.0, math.inf
         for k, p in self.pmf_terms():
+            rising, previous = p > previous, p
             if k <= m:
                 continue
             total += p
-            if p < _TAIL_TOL or (k > m + 10 and p < total * 1e-17):
-                return total
+            # stop on a small term only past the mode: below it (a cap under a large E[K]) the terms still grow
+            if not rising and (p < _TAIL_TOL or (k > m + 10 and p < total * 1e-17)):
+                return min(1.0, total)
             if k > m + 10_000_000:
                 raise ValueError("tail sum did not converge")
         return total  # a distribution with finitely many values (E[K] = 1)
