@@ -167,7 +167,7 @@ def clipped_grad_sum(
     wrapped.disable_hooks()
     try:
         keep = torch.isfinite(norms) & torch.isfinite(loss.detach())
-        if bool(keep.all()):
+        if not bool((~keep).any()):  # one read per chunk: does any example drop out?
             (loss * coef).sum().backward()
         else:  # a dropped example's NaN backprops NaN even weighted by 0: a second forward without it
             del loss
