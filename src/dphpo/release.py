@@ -364,8 +364,8 @@ def build_bundle(results_dir: str | Path, out_dir: str | Path, *, include_nonpri
     if not any(r.dp for r in chosen):
         raise ConfigError(f"no DP release (result.json of a private method) under {root}")
     for st in statements(chosen, include_nonprivate):
-        if st.mixed_adjacency():
-            raise ConfigError(st.mixed_adjacency())
+        if why := st.mixed_adjacency():
+            raise ConfigError(why)
     final, out = out, out.with_name(f".{out.name}.partial")  # built aside, renamed when complete
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -388,7 +388,7 @@ def _write_bundle(root: Path, out: Path, chosen: list[Release], include_nonpriva
             if rel:
                 (out / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(root / rel, out / rel)  # not copy2: a file's time is when its job ended
-    labels = table_labels(config) if config is not None else recorded_config(chosen)
+    labels = table_labels(config) if config is not None else recorded_labels(chosen)
     tables = build_tables(out, chosen, labels)
     statement = {
         "bundle": "dphpo release",
@@ -420,7 +420,7 @@ def _fingerprint(releases: list[Release]) -> str | None:
     return ", ".join(sorted(found)) or None
 
 
-def recorded_config(releases: list[Release]) -> dict:
+def recorded_labels(releases: list[Release]) -> dict:
     """Without the study's config: the table labels its releases' provenance records (`table_labels`),
     so the tables still label rows that use settings chosen on private data, name where each method's
     settings come from and mark studies on their extractor's pretraining data."""
@@ -443,7 +443,7 @@ def _merge(into: dict, more: Mapping) -> None:
 
 def build_tables(out: Path, releases: list[Release], config: dict) -> list[str]:
     """The study's tables and figures, rebuilt from the bundle's vision releases alone and the table
-    labels of the study's config (`table_config`); returns the names of the tables written."""
+    labels of the study's config (`studies.config.table_labels`); returns the names of the tables written."""
     vision = [r for r in releases if r.rel.startswith("runs/")]
     trained_private = [r for r in vision if r.record.get("private", True)]
     private = [str(out / r.rel) for r in trained_private]
@@ -646,7 +646,7 @@ def _record_problems(bundle: Path, releases: list[Release], statement: dict, con
 def rebuilt_problems(bundle: Path, releases: list[Release], statement: dict, config: dict | None = None) -> list[str]:
     """The tables, figures, PRIVACY.md and report.html rebuilt from the bundle's releases and statement:
     each file that differs (or is missing, or is extra) was not built from them. The tables' labels are
-    the statement's `table_labels`, or with `config` that config's (`table_config`)."""
+    the statement's `table_labels`, or with `config` that config's (`studies.config.table_labels`)."""
     labels = statement.get("table_labels", {}) if config is None else table_labels(config)
     with tempfile.TemporaryDirectory() as tmp:
         again = Path(tmp)
@@ -689,8 +689,8 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
     found = statements(releases, bool(statement.get("include_nonprivate")))
     for st in found:
-        if st.mixed_adjacency():
-            problems.append(f"{STATEMENT_JSON}: {st.mixed_adjacency()}")
+        if why := st.mixed_adjacency():
+            problems.append(f"{STATEMENT_JSON}: {why}")
         d = stated.get(st.dataset)
         if d is None:
             problems.append(f"{STATEMENT_JSON}: no statement for dataset {st.dataset}")
