@@ -27,7 +27,6 @@ from dphpo.hpo import papernot_steinke, registry
 from dphpo.hpo.common import INTERNAL_KEYS, LinearHeadTrainer, PreparedFeatures, release_record
 from dphpo.io import read_json
 from dphpo.privacy.randomness import ENV_VAR, KEY_BYTES, NoiseKey, load_key
-from dphpo.provenance import config_hash
 from dphpo.studies import config as study_config
 from dphpo.studies import jobs, writer
 from dphpo.studies.writer import write_result
@@ -158,39 +157,53 @@ def _zero_features(d=200, classes=10, n=100) -> PreparedFeatures:
     return PreparedFeatures(torch.zeros(n, d), y, torch.zeros(10, d), torch.arange(10) % classes, classes, "zeros", {}, n_public=n)
 
 
-def _final_run_noise(cfg: dict, noise) -> np.ndarray:
-    """The final run of the linear scaling rule at ε = 1, drawn through the workflow's scope and trainer."""
-    trainer = LinearHeadTrainer.from_config(_zero_features(), cfg)
+def _final_run_noise(cfg: dict, checksum: str = "zeros") -> np.ndarray:
+    """The final run of the linear scaling rule at ε = 1 on all-zero features of that `checksum`, drawn
+    through the workflow's scope and trainer."""
+    features = _zero_features()
+    features.checksum = checksum
+    trainer = LinearHeadTrainer.from_config(features, cfg)
+    noise = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling", trainer)
     seed = noise.seed("linear_scaling", "final", f"{1.0:.10g}")
     return trainer.run_trials([1.0], [3], [1.0], [seed], progress=False).models[0].flatten().numpy()
+
+
+def _uncorrelated(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    corr = float(np.corrcoef(a, b)[0, 1])
+    print(f"final-run noise of {what}: n={a.size}, correlation {corr:.4f} (bound {5 / np.sqrt(a.size):.4f})")
+    assert np.std(a) > 0 and abs(corr) < 5 / np.sqrt(a.size), corr
 
 
 def test_two_configs_draw_independent_noise_and_one_config_the_same(test_key):
     cfg = _validated(yaml.safe_load(TINY.read_text()))
     other = copy.deepcopy(cfg)
     other["selection"]["noise_std"] = 60.0  # one hyperparameter; the final run itself is the same
-    scope = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling")
-    a = _final_run_noise(cfg, scope)
-    b = _final_run_noise(other, study_config.noise_scope(other, "digits", "raw", "default", 0, "linear_scaling"))
-    again = _final_run_noise(cfg, study_config.noise_scope(copy.deepcopy(cfg), "digits", "raw", "default", 0, "linear_scaling"))
-    n = a.size
-    corr = float(np.corrcoef(a, b)[0, 1])
-    print(f"final-run noise of two configs: n={n}, correlation {corr:.4f} (bound {5 / np.sqrt(n):.4f})")
-    assert np.std(a) > 0
-    assert abs(corr) < 5 / np.sqrt(n), corr
-    assert np.array_equal(a, again)  # the same config and key: byte-identical draws
+    a = _final_run_noise(cfg)
+    _uncorrelated(a, _final_run_noise(other), "two configs")
+    assert np.array_equal(a, _final_run_noise(copy.deepcopy(cfg)))  # the same config and key: byte-identical draws
+
+
+def test_other_data_draws_independent_noise(test_key):
+    """Audit finding: the labels named the config only, so a study rerun on an edited dataset (one record
+    added) drew the same noise, and the difference of the two releases was the record's gradient, exact.
+    The data's checksums (keyed MAC) label the scope: another cache, other noise."""
+    cfg = _validated(yaml.safe_load(TINY.read_text()))
+    _uncorrelated(_final_run_noise(cfg, "one dataset"), _final_run_noise(cfg, "that dataset and one more record"), "two datasets")
+    assert np.array_equal(_final_run_noise(cfg, "one dataset"), _final_run_noise(cfg, "one dataset"))
 
 
 def test_the_scope_carries_the_settings_hash_provenance_records(test_key):
     cfg = _validated(yaml.safe_load(TINY.read_text()))
-    noise = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling")
-    prov = writer.provenance(cfg, noise=noise, dataset="digits", extractor="raw", variant="default", seed=0, method="linear_scaling")
+    trainer = LinearHeadTrainer.from_config(_zero_features(), cfg)
+    noise = study_config.noise_scope(cfg, "digits", "raw", "default", 0, "linear_scaling", trainer)
+    prov = writer.provenance(cfg, trainer, noise=noise, dataset="digits", extractor="raw", variant="default", seed=0, method="linear_scaling")
+    assert prov["randomness"]["scope"]["data"] == noise.mac("zeros") and prov["feature_cache"]["content_sha256_mac"] == noise.mac("zeros")
     assert noise.label("settings") == prov["settings_hash"] == study_config.run_settings_hash(cfg, "default", "raw", "digits", "linear_scaling")
     assert prov["randomness"]["scope"]["settings"] == prov["settings_hash"]
     # a variant: its own settings hash (what the variant's jobs record)
     cfg["variants"] = {"small_clip": {"training": {"clip_norm": 0.5}}}
     vcfg = study_config.variant_config(cfg, "small_clip")
-    vnoise = study_config.noise_scope(vcfg, "digits", "raw", "small_clip", 0, "linear_scaling")
+    vnoise = study_config.noise_scope(vcfg, "digits", "raw", "small_clip", 0, "linear_scaling", trainer)
     assert vnoise.label("settings") == study_config.run_settings_hash(cfg, "small_clip", "raw", "digits", "linear_scaling") != noise.label("settings")
 
 
@@ -211,15 +224,28 @@ def _language_config() -> dict:
     return cfg
 
 
-def test_language_noise_carries_the_language_settings_hash(test_key):
+class _Task:
+    """A language trainer's provenance as the scope reads it: its data's checksum, nested."""
+
+    def __init__(self, checksum: str = "tweets"):
+        self.checksum = checksum
+
+    def provenance(self) -> dict:
+        return {"task": {"hidden_cache": {"dataset_checksum": self.checksum}}}
+
+
+def test_language_noise_carries_the_language_settings_hash_and_the_data(test_key):
     cfg = _language_config()
-    noise = jobs.language_noise_scope(cfg, "s", "random_search", 0)
-    assert noise.label("settings") == config_hash(study_config.language_settings(cfg, "s", "random_search"))  # the rule's params
-    assert noise.label("study") == "s" and noise.label("seed") == 0
+    noise = jobs.language_noise_scope(cfg, "s", "random_search", 0, _Task())
+    assert noise.label("settings") == study_config.language_settings_hash(cfg, "s", "random_search")  # the rule's params
+    assert noise.label("study") == "s" and noise.label("seed") == 0 and noise.label("data") == noise.mac("tweets")
     other = copy.deepcopy(cfg)
     other["language"]["studies"][0]["training"] = {"clip_norm": 0.3}
-    assert jobs.language_noise_scope(other, "s", "random_search", 0).seed("x") != noise.seed("x")
-    assert jobs.language_noise_scope(copy.deepcopy(cfg), "s", "random_search", 0).seed("x") == noise.seed("x")
+    assert jobs.language_noise_scope(other, "s", "random_search", 0, _Task()).seed("x") != noise.seed("x")
+    assert jobs.language_noise_scope(cfg, "s", "random_search", 0, _Task("tweets and one more")).seed("x") != noise.seed("x")
+    assert jobs.language_noise_scope(copy.deepcopy(cfg), "s", "random_search", 0, _Task()).seed("x") == noise.seed("x")
+    with pytest.raises(ValueError, match="checksums of its data"):
+        jobs.language_noise_scope(cfg, "s", "random_search", 0, _Task(None))
 
 
 # ------------------------------------------------------------------------------------------
@@ -287,7 +313,7 @@ def test_a_key_inside_the_results_tree_is_refused(tmp_path, monkeypatch):
 def test_a_configured_key_file_that_does_not_exist_is_an_error(tmp_path, monkeypatch):
     missing = tmp_path / "lost" / "noise.key"
     with pytest.raises(ConfigError, match=r"privacy\.noise_key_file.*lost/noise\.key"):
-        study_config.noise_scope({"privacy": {"noise_key_file": str(missing)}}, "digits", "raw", "default", 0, "linear_scaling")
+        study_config.noise_scope({"privacy": {"noise_key_file": str(missing)}}, "digits", "raw", "default", 0, "linear_scaling", None)
     assert not missing.exists() and not missing.parent.exists()  # never created
     monkeypatch.setenv(ENV_VAR, str(missing))
     with pytest.raises(ConfigError, match=rf"\${ENV_VAR}.*lost/noise\.key"):

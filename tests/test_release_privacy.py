@@ -112,8 +112,12 @@ def test_another_version_of_the_pretraining_draws_other_noise(tmp_path):
     other["pretraining"]["syn_cnn"]["epochs"] += 1
     other["language"]["pretrain"]["pydocs_gpt2"]["steps"] += 1
 
+    class Trainer:  # the same features either way: only the pretraining's section differs
+        def provenance(self):
+            return {"feature_cache": {"content_sha256": "the same features"}}
+
     def seed(c, extractor):
-        return study_config.noise_scope(c, "mnist", extractor, "default", 0, "linear_scaling").seed("trial", 0)
+        return study_config.noise_scope(c, "mnist", extractor, "default", 0, "linear_scaling", Trainer()).seed("trial", 0)
 
     assert seed(cfg, "syn_cnn") != seed(other, "syn_cnn")
     assert seed(cfg, "efficientnet_lite0") == seed(other, "efficientnet_lite0")  # a study that does not use it

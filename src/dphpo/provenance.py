@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import platform
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,30 @@ def source_sha256() -> str:
     return digest.hexdigest()
 
 
+#: The checksums of private data a trainer's provenance holds (a feature or hidden-state cache's
+#: content, a dataset's records): exact functions of the data, released only as keyed MACs.
+DATA_CHECKSUM_KEYS = ("content_sha256", "dataset_checksum")
+
+
+def data_checksums(block: Any) -> list[str]:
+    """Every DATA_CHECKSUM_KEYS value anywhere in a provenance block, sorted, each once."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if key in DATA_CHECKSUM_KEYS and isinstance(item, str):
+                    found.add(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                walk(item)
+
+    walk(block)
+    return sorted(found)
+
+
 def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
     versions: dict[str, str | None] = {"python": platform.python_version(), "dphpo_source_sha256": source_sha256()}
     for name in names:
@@ -58,13 +83,6 @@ def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     with open(path, "rb") as fh:
         while chunk := fh.read(chunk_bytes):
             digest.update(chunk)
-    return digest.hexdigest()
-
-
-def sha256_bytes(*chunks: bytes) -> str:
-    digest = hashlib.sha256()
-    for chunk in chunks:
-        digest.update(chunk)
     return digest.hexdigest()
 
 

@@ -12,7 +12,7 @@ spec = snakemake.params.reduce_eps
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     study_config.check_inputs([snakemake.input.source], snakemake.config)  # a source of other settings is refused
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
-    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling")
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
     result = linear_scaling.reduce_final(trainer, read_json(snakemake.input.source), float(wc.eps), spec["how"], noise)
     prov = writer.provenance(cfg, trainer, result, noise, seed=int(wc.seed), dataset=wc.dataset, extractor=wc.extractor, variant=wc.variant, method="linear_scaling")
     writer.write_result(result, snakemake.output.result, snakemake.output.model, prov, snakemake.output.internal)

@@ -12,7 +12,7 @@ wc = snakemake.wildcards
 cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
-    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling")
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
     if snakemake.input.previous:  # a stage of other settings is refused, naming the keys that differ
         study_config.check_inputs([snakemake.input.previous], snakemake.config)
     previous = read_json(snakemake.input.previous) if snakemake.input.previous else None

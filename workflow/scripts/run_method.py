@@ -10,7 +10,7 @@ wc = snakemake.wildcards
 cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
-    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), wc.method)
+    noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), wc.method, trainer)
     results = registry.run_method(wc.method, trainer, study_config.method_config(cfg, wc.method), noise, progress=True)
     out = snakemake.output
     # each result's files by its own target ε (params.targets: the ε of each output, in their order)

@@ -144,6 +144,7 @@ def continue_privately(model, cfg: PrivateStageConfig, input_spec: dict, noise: 
     """
     t0 = time.perf_counter()
     data = load_dataset(cfg.dataset, data_dir, max_train=cfg.max_train, subset_seed=cfg.subset_seed, download=download)
+    noise = noise.over_data([data.checksum])  # another version of the private data: other noise
     plan = cfg.plan(public_train_size(cfg.dataset, cfg.max_train))
     q, steps = plan["sample_rate"], plan["steps"]
     accountant = make_accountant("prv", cfg.delta, sample_rate=q, eps_error=cfg.eps_error)

@@ -29,6 +29,7 @@ from dphpo.data.overlap import INTERNAL_DROPPED
 from dphpo.hpo.selection import accounted
 from dphpo.io import write_json
 from dphpo.privacy.ledger import Ledger
+from dphpo.provenance import DATA_CHECKSUM_KEYS
 from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures, TrainSettings, prepare_features, save_weights
 from dphpo.train.protocol import PrivateTrainer, TrialOutcome
 
@@ -182,7 +183,7 @@ RELEASED_TRIAL_FIELDS = frozenset(
 #: of the selected trial (K >= index + 1).
 INTERNAL_KEYS = frozenset(
     {"subsample_size", "mean_batch", "batch", "n_train", "n_train_texts", "train_tokens", "K", "capped",
-     "selected_trial", "content_sha256", "dataset_checksum", INTERNAL_DROPPED}
+     "selected_trial", *DATA_CHECKSUM_KEYS, INTERNAL_DROPPED}
     # exact training metrics: a new, unaccounted query on the private data (train_<metric>)
     | {"train_accuracy", "train_metric", "train_perplexity", "train_f1", "train_exact", "train_accuracy_subsample", "train_loss"}
 )
@@ -216,7 +217,7 @@ def release_record(result: MethodResult, provenance: dict) -> dict:
     # scores are released only where they are noisy (accounted) or on public data: the exact training
     # scores of `train_nonprivate` (trials, picks, the null model's) stay in the internal log
     exact = result.selection.get("rule") == "train_nonprivate"
-    full = _covered(result._record(provenance), INTERNAL_KEYS | {"score"} if exact else INTERNAL_KEYS)
+    full = _covered(result._record(provenance), INTERNAL_KEYS | {"score", "null_score"} if exact else INTERNAL_KEYS)
     trials = full["trials"] if result.trials_released == "all" else []
     full["trials"] = [{k: v for k, v in t.items() if k in RELEASED_TRIAL_FIELDS or k.startswith("test_")} for t in trials]
     full["trials_released"] = result.trials_released

@@ -5,10 +5,11 @@ workflow (trial noise, Poisson masks, a secret subsample, the number of Papernot
 selection noise) therefore comes from a secret 256-bit key through HMAC-SHA256 over a label that
 names the draw completely: dataset, extractor, variant, study seed, the job's settings hash (the
 hash of the config it reads, `provenance.settings_hash`; a language job: its study and the hash of
-`language_settings`), method, stage, target and trial. So the same key and config reproduce every
+`language_settings`), the data it reads (a keyed MAC of their checksums: `NoiseScope.over_data`),
+method, stage, target and trial. So the same key and config reproduce every
 result byte for byte (a killed job resumes to the same numbers, two directories given one key
 agree), a new key gives independent noise, and two results published side by side (variants,
-extractors, datasets, or two versions of one study's config) never share noise, since their labels
+extractors, datasets, two versions of one study's config or of its data) never share noise, since their labels
 differ: subtracting two releases does not cancel it.
 
 No derived seed is ever written to an output; provenance records `fingerprint()`, a hash of the
@@ -42,6 +43,7 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +133,14 @@ class NoiseScope:
         if clash:
             raise ValueError(f"noise scope already has the label(s) {', '.join(clash)}")
         return self.key.scope(**dict(self.labels), **labels)
+
+    def over_data(self, checksums: Sequence[str]) -> NoiseScope:
+        """This scope for the data the checksums name (labelled by their keyed MAC): a release of other
+        data (an edited dataset, features of another precision) never shares a draw with it, whose
+        difference would cancel the noise and leave the data's. Raises ValueError without a checksum."""
+        if not checksums:
+            raise ValueError("a private run's noise needs the checksums of its data (its trainer's provenance names none)")
+        return self.extend(data=self.mac("\n".join(sorted(checksums))))
 
     @property
     def study_seed(self) -> int:
@@ -267,6 +277,16 @@ def _create_key_file(path: Path) -> None:
             pass
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_key_config(config: dict) -> None:
+    """Refuse, without creating anything, the key `key_from_config` would refuse: a configured key file
+    that does not exist, or any existing one that is exposed, malformed or of low entropy (the default,
+    when missing, is created by the first job)."""
+    configured = (config.get("privacy") or {}).get("noise_key_file")
+    path, source = _locate(configured)
+    if source is not None or path.exists():
+        load_key(configured, create=False)
 
 
 def key_from_config(config: dict) -> NoiseKey:

@@ -39,7 +39,7 @@ from dphpo.hpo.linear_scaling_plan import (
 from dphpo.hpo.space import SearchSpace
 from dphpo.io import read_json
 from dphpo.privacy.randomness import NoiseScope, key_from_config
-from dphpo.provenance import config_hash
+from dphpo.provenance import config_hash, data_checksums
 from dphpo.studies import checks
 
 DEFAULT_VARIANT = "default"
@@ -363,6 +363,26 @@ def check_inputs(paths: Any, config: dict) -> None:
             )
 
 
+def language_settings_hash(config: dict, name: str, method: str | None = None) -> str:
+    """The hash of `language_settings`: the language rules' params, recorded by each language release
+    as `provenance.settings_hash` (method None or "nonprivate": the non-private reference)."""
+    return config_hash(language_settings(config, name, None if method == "nonprivate" else method))
+
+
+def check_language_inputs(paths: Any, config: dict, name: str, method: str) -> None:
+    """`check_inputs` for the releases of `method` on language study `name`: each must be the record its
+    path names and of the settings the config asks for. Raises OutputFileError."""
+    want = language_settings_hash(config, name, method)
+    for path in paths:
+        record = read_json(path)
+        check_identity(path, record)
+        had = (record.get("provenance") or {}).get("settings_hash")
+        if had != want:
+            why = "records no settings_hash: it was written by an older dphpo" if had is None else (
+                f"was computed with other settings than language.studies.{name} and the sections it reads ask for")
+            raise OutputFileError(f"{path} {why}; delete it or rerun with `snakemake --forcerun {path}`")
+
+
 def run_results(paths: Any) -> list[str]:
     """The vision releases among `paths` (`layout.RESULT`, `layout.NONPRIVATE_RESULT`): the records whose run
     settings `check_inputs` can compare (a paper table also reads benchmarks, evaluations, language results)."""
@@ -427,15 +447,17 @@ def public_train_size(config: dict, dataset: str) -> int:
     return declared_size(dataset, section.get("max_train"), section.get("public_n_train"))
 
 
-def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int, method: str) -> NoiseScope:
+def noise_scope(config: dict, dataset: str, extractor: str, variant: str, seed: int, method: str, trainer) -> NoiseScope:
     """The private draws of one study run: the secret key (privacy.noise_key_file) scoped by every label
-    that tells two published results apart, so no two of them share noise — the study, the seed and
-    the job's settings hash: `config` is the variant's config the job reads (`variant_config`), and the
-    hash is the one its results record as `provenance.settings_hash` (= `run_settings_hash` of its
+    that tells two published results apart, so no two of them share noise — the study, the seed, the
+    job's settings hash and the data: `config` is the variant's config the job reads (`variant_config`),
+    and the hash is the one its results record as `provenance.settings_hash` (= `run_settings_hash` of its
     `method`, the rules' params), so two versions of a study's config under one key draw independent
-    noise, and the same config and key the same noise."""
+    noise, and the same config and key the same noise; `trainer`'s data checksums (its feature cache's)
+    label it too, so an edited dataset or features of another precision draw other noise."""
     settings = config_hash(run_settings(config, extractor, dataset, method))
-    return key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed), settings=settings)
+    scope = key_from_config(config).scope(dataset=dataset, extractor=extractor, variant=variant, seed=int(seed), settings=settings)
+    return scope.over_data(data_checksums(trainer.provenance()))
 
 
 def is_language(study: dict) -> bool:
@@ -515,7 +537,6 @@ def check_config(config: dict) -> None:
     for variant in [DEFAULT_VARIANT, *config.get("variants", {})]:
         cfg = variant_config(config, variant)
         prefix = "" if variant == DEFAULT_VARIANT else f"variants.{variant}."
-        checks.check_stage_budgets(cfg["linear_scaling"], prefix + "linear_scaling")
         checks.check_grid_size(cfg["search_space"], prefix + "search_space")
         checks.check_selection(cfg["selection"], prefix + "selection")
         try:

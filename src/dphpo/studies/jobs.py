@@ -18,7 +18,7 @@ from dphpo import layout
 from dphpo.hpo import nonprivate
 from dphpo.hpo import registry as hpo
 from dphpo.privacy.randomness import NoiseScope, key_from_config
-from dphpo.provenance import config_hash
+from dphpo.provenance import data_checksums
 from dphpo.studies import config as study_config
 from dphpo.studies import writer
 from dphpo.studies.trainers import build_trainer
@@ -46,12 +46,13 @@ def job_log(log_path: str | Path, threads: int = 1) -> Iterator[logging.Logger]:
             sys.stderr.flush()
 
 
-def language_noise_scope(config: dict, name: str, method: str, seed: int) -> NoiseScope:
-    """The private draws of a language job: the key scoped by the study, the seed and the job's settings
-    hash (`language_settings`' hash, the rule's params), so two versions of a study's config under one
-    key draw independent noise, and the same config and key the same noise."""
-    settings = config_hash(study_config.language_settings(config, name, method))
-    return key_from_config(config).scope(study=name, seed=int(seed), settings=settings)
+def language_noise_scope(config: dict, name: str, method: str, seed: int, trainer) -> NoiseScope:
+    """The private draws of a language job: the key scoped by the study, the seed, the job's settings
+    hash (`language_settings`' hash, the rule's params) and the data `trainer` reads (its checksums), so
+    two versions of a study's config or data under one key draw independent noise, and the same config,
+    data and key the same noise."""
+    settings = study_config.language_settings_hash(config, name, method)
+    return key_from_config(config).scope(study=name, seed=int(seed), settings=settings).over_data(data_checksums(trainer.provenance()))
 
 
 def run_language_method(config: dict, name: str, method: str, seed: int, source, job_dir: str) -> list[dict]:
@@ -63,12 +64,12 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
     result_paths, model_paths, internal_paths = ([layout.language_staged(job_dir, e, k) for e in targets] for k in layout.LANGUAGE_STAGED)
     trainer, cfg = build_trainer(config, spec, source)
     cfg = study_config.language_method_config(cfg, method)
-    noise = language_noise_scope(config, name, method, seed)
+    noise = language_noise_scope(config, name, method, seed, trainer)
     outcomes = hpo.run_method(method, trainer, cfg, noise, progress=True)
     releases = []
     for r, result_path, model_path, internal_path in zip(outcomes, result_paths, model_paths, internal_paths, strict=True):
-        # the noise scope's description is recorded after the job's labels, as language records always had it
-        prov = writer.provenance(cfg, trainer, seed=seed, study=name, method=method, randomness=noise.describe())
+        prov = writer.provenance(cfg, trainer, noise=noise, seed=seed, study=name, method=method,
+                                 settings_hash=study_config.language_settings_hash(config, name, method))
         releases.append(writer.write_result(r, result_path, model_path, prov, internal_path))
     return releases
 
@@ -78,5 +79,5 @@ def run_language_nonprivate(config: dict, name: str, source, result_path, model_
     spec = study_config.language_study(config, name)
     trainer, cfg = build_trainer(config, spec, source)
     result = nonprivate.run(trainer, study_config.search_space(cfg), progress=True)
-    prov = writer.provenance(cfg, trainer, study=name, method="nonprivate")
+    prov = writer.provenance(cfg, trainer, study=name, method="nonprivate", settings_hash=study_config.language_settings_hash(config, name))
     return writer.write_result(result, result_path, model_path, prov, internal_path)

@@ -15,7 +15,7 @@ from dphpo.hpo.common import release_record
 from dphpo.io import write_json
 from dphpo.privacy.accountant import accountant_from_config
 from dphpo.privacy.randomness import NoiseScope
-from dphpo.provenance import config_hash, package_versions
+from dphpo.provenance import DATA_CHECKSUM_KEYS, config_hash, package_versions
 from dphpo.studies import config as study_config
 from dphpo.studies.trainers import TRAINERS, trainer_settings
 from dphpo.train.linear_head import save_weights
@@ -60,12 +60,24 @@ def provenance(config: dict, trainer: Any | None = None, result: Any | None = No
         block["table_labels"] = labels
     if noise is not None:
         block["randomness"] = noise.describe()
-        cache = block.get("feature_cache") or {}
-        for name in ("content_sha256", "dataset_checksum"):  # the plain checksums stay in the internal log
-            if cache.get(name):
-                cache[name + "_mac"] = noise.mac(cache[name])
+        block = _with_macs(block, noise)
     block.update(extra)
     return block
+
+
+def _with_macs(value: Any, noise: NoiseScope) -> Any:
+    """`value` with, beside each checksum of private data (DATA_CHECKSUM_KEYS, at any depth: a feature cache's,
+    a language task's), its keyed MAC `<name>_mac`: the release keeps the MACs, the plain checksums stay in the
+    internal log (dphpo.hpo.common.INTERNAL_KEYS)."""
+    if isinstance(value, list):
+        return [_with_macs(item, noise) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: _with_macs(item, noise) for key, item in value.items()}
+    for name in DATA_CHECKSUM_KEYS:
+        if isinstance(out.get(name), str):
+            out[name + "_mac"] = noise.mac(out[name])
+    return out
 
 
 def write_result(result: Any, result_path: str | Path, model_path: str | Path, provenance: dict, internal_path: str | Path) -> dict:
