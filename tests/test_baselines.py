@@ -345,6 +345,33 @@ def test_koskela_draws_an_independent_subsample_per_target(digits_features, monk
     assert all(a.shape != b.shape or not torch.equal(a, b) for i, a in enumerate(drawn) for b in drawn[i + 1:])
 
 
+def test_koskela_refuses_an_infeasible_target_before_training_any(digits_features, monkeypatch):
+    """Audit: targets [1, 0.02] trained 23 tuning trials for ε = 1 before ε = 0.02 was found infeasible."""
+    monkeypatch.setattr(koskela, "subsample", lambda *a: pytest.fail("trained before every target was planned"))
+    cfg = with_baselines(koskela={"q": 0.3, "mean_trials": 2, "max_trials": 60})
+    cfg["privacy"]["target_eps"] = [1.0, 0.02]
+    with pytest.raises(InfeasibleBudgetError):
+        koskela.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(1))
+
+
+@pytest.mark.parametrize("r_sampling", ["log_grid", "stratified_log_uniform"])
+def test_a_secret_number_of_trials_needs_candidates_independent_of_it(r_sampling, digits_features):
+    """Audit: with `log_grid` trial i's r was the top of slice i of K (K = 3: 0.63, 7.9, 100; K = 4: 0.33,
+    2.2, 15, 100), so the released r told the secret K. Refused before any job and before any training."""
+    cfg = copy.deepcopy(CONFIG)
+    cfg["search_space"]["r_sampling"] = r_sampling
+    cfg["baselines"]["sampling"] = "r"
+    for module in (papernot_steinke, koskela):
+        with pytest.raises(ConfigError, match=rf"r_sampling: {r_sampling} .*secret number of trials"):
+            module.check(cfg)
+    with pytest.raises(ConfigError, match="secret number of trials"):
+        papernot_steinke.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(0))
+    cfg["baselines"]["sampling"] = "grid"  # (η, T) drawn per trial from the grids: independent of K
+    papernot_steinke.check(cfg)
+    cfg["baselines"]["sampling"], cfg["search_space"]["r_sampling"] = "r", "log_uniform"
+    koskela.check(cfg)
+
+
 def test_papernot_steinke_with_one_expected_trial_needs_no_cap():
     """E[K] = 1 (K = 1 surely) used to hang the tail sum behind every plan and check."""
     dist = papernot_steinke.TrialCountDistribution(mean_trials=1.0)

@@ -67,6 +67,17 @@ def test_edited_array_is_refused(cache):
         trainers.load_features(config, path, "digits", "raw")
 
 
+@pytest.mark.parametrize("attr", ["public_dataset", "checkpoint_sha256"])
+def test_an_edited_attribute_that_reaches_a_release_is_refused(cache, attr):
+    """Audit: `public_dataset` (copied into every release as `pretraining_data`, from which a bundle decides
+    whether its ε is ∞) could be edited and the cache still verified."""
+    config, path = cache
+    with h5py.File(path, "a") as f:
+        f.attrs[attr] = "edited"
+    with pytest.raises(FeatureCacheError, match=rf"corrupt feature cache {path}: content sha256"):
+        trainers.load_features(config, path, "digits", "raw")
+
+
 @pytest.mark.parametrize("keep", [0.5, 0.95])
 def test_truncated_cache_is_refused(cache, keep):
     config, path = cache

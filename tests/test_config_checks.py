@@ -74,9 +74,11 @@ def test_variant_names_must_be_path_safe_and_not_default():
 
 
 def test_stage_budgets_must_differ():
-    with pytest.raises(ConfigError, match="linear_scaling.stage_eps"):
-        checks.check_stage_budgets({"stage_eps": [0.1, 0.1]})
-    checks.check_stage_budgets({"stage_eps": [0.1, 0.2]})
+    from dphpo.hpo.linear_scaling_plan import LinearScalingConfig
+
+    with pytest.raises(ConfigError, match="linear_scaling.stage_eps: .*repeats a budget"):
+        LinearScalingConfig.from_config({"stage_eps": [0.1, 0.1]})  # the library as the workflow: refused
+    LinearScalingConfig.from_config({"stage_eps": [0.1, 0.2]})
 
 
 def test_a_runaway_grid_is_refused_without_expanding_it():

@@ -68,8 +68,9 @@ def test_lm_evaluation_is_perplexity_and_a_likelihood_score():
 
 
 def test_likelihood_score_is_bounded_by_the_uniform_predictor():
-    nll = torch.tensor([0.0, math.log(50) / 2, math.log(50), 3 * math.log(50)])
-    torch.testing.assert_close(likelihood_score(nll, 50), torch.tensor([1.0, 0.5, 0.0, 0.0]))  # in [0, 1]: sensitivity 1
+    nll = torch.tensor([0.0, math.log(50) / 2, math.log(50), 3 * math.log(50), math.inf, math.nan])
+    # in [0, 1]: sensitivity 1; a diverged sequence (inf or NaN loss) scores 0, never NaN in a score sum
+    torch.testing.assert_close(likelihood_score(nll, 50), torch.tensor([1.0, 0.5, 0.0, 0.0, 0.0, 0.0]))
 
 
 def lora_lm_task(train_layers="all", lora=None):
@@ -132,6 +133,25 @@ def test_lora_on_classification_top_layers_trains_adapters_and_head():
     model, _ = train_dp(task.build_model(), task.example_losses, task.n_train, n_public=task.n_train, lr=0.5, steps=2, sigma=0.5, seed=0,
                         settings=FinetuneSettings(batch_size=5))
     assert not torch.equal(model.head.weight, torch.zeros_like(model.head.weight))
+
+
+def test_classification_accuracy_is_over_the_whole_split_not_its_last_chunk():
+    """The test split of 7 in chunks of 3 (the last holds 1): accuracy = correct / 7, in [0, 1]."""
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    from dphpo.tasks.classification import SequenceClassificationTask
+
+    layer = BertLayer(BertConfig(hidden_size=8, num_attention_heads=2, intermediate_size=16, attn_implementation="eager"))
+    g = torch.Generator().manual_seed(0)
+    t = {f"{k}_{split}": v for split in ("train", "test") for k, v in
+         (("h", torch.randn(7, 5, 8, generator=g)), ("mask", torch.ones(7, 5)), ("y", torch.randint(0, 3, (7,), generator=g)))}
+    task = SequenceClassificationTask([layer], t, 3, {}, eval_batch=3)
+    model = task.build_model().eval()
+    with torch.no_grad():
+        correct = int((model(t["h_test"], t["mask_test"]).argmax(1) == t["y_test"]).sum())
+    out = task.evaluate(model, "test")
+    assert out["score_sum"] == correct and math.isclose(out["metric"], correct / 7)
 
 
 def test_sentence_pairs_are_encoded_as_pairs():
@@ -248,3 +268,24 @@ def test_a_hub_corpus_takes_its_classes_from_the_card_never_from_the_private_lab
     assert card_num_classes(types.SimpleNamespace(num_classes=3, names=["a", "b", "c"]), "hf:glue", "label") == 3
     with pytest.raises(ConfigError, match="label_field 'label' is not a ClassLabel"):
         card_num_classes(types.SimpleNamespace(dtype="int64"), "hf:x", "label")  # a plain integer column
+
+
+def test_data_checksums_frame_every_part():
+    """Audit: texts and arrays were hashed back to back, so moving a text from train to test, a 2/3 and a 3/2
+    split of the same rows, or one question's fields spread over two, gave equal checksums."""
+    import numpy as np
+
+    from dphpo.data.squad import SquadExample
+    from dphpo.data.text import TextSplits
+    from dphpo.tasks.classification import hidden_content_sha256
+    from dphpo.tasks.question_answering import examples_checksum
+
+    a, b = TextSplits("t", ["alpha", "beta"], ["gamma"]), TextSplits("t", ["alpha"], ["beta", "gamma"])
+    assert a.checksum() != b.checksum() and a.checksum() == TextSplits("t", ["alpha", "beta"], ["gamma"]).checksum()
+    assert TextSplits("t", [("a", "b")], []).checksum() != TextSplits("t", ["a\x1fb"], []).checksum()  # a pair is a pair
+    rows = np.arange(10.0).reshape(5, 2)
+    assert hidden_content_sha256({"h_test": rows[:2], "h_train": rows[2:]}) != hidden_content_sha256({"h_test": rows[:3], "h_train": rows[3:]})
+    one = SquadExample("1", "t", "ctx", "q?", ("a",))
+    assert examples_checksum([one], []) != examples_checksum([], [one])
+    assert examples_checksum([SquadExample("1", "t", "ctx", "q?", ("a", "b"))], []) != examples_checksum(
+        [SquadExample("1", "t", "ctx", "q?\x1fa", ("b",))], [])

@@ -114,3 +114,12 @@ def test_reduce_refuses_an_unknown_way(source_release):
     trainer, source = source_release
     with pytest.raises(ConfigError, match="reduce_eps.how"):
         ls.reduce_final(trainer, source, 0.7, "clip", noise_scope(0))
+
+
+def test_subsampling_is_refused_under_replace_one_before_any_training(source_release, digits_features):
+    """Audit: the bisection accounted add/remove whatever the trainer's adjacency (q = 0.365 where the
+    replace-one total was 19.5 against a target of 4); a later check refused it, after the wasted work."""
+    _, source = source_release
+    trainer = LinearHeadTrainer(digits_features, TrainSettings(adjacency="replace_one"))
+    with pytest.raises(ConfigError, match="how=subsample .* add_remove adjacency only .*replace_one"):
+        ls.reduce_final(trainer, source, 0.7, "subsample", noise_scope(0))

@@ -11,7 +11,7 @@ from dphpo.hpo import linear_scaling as ls
 from dphpo.hpo.common import LinearHeadTrainer, TrainSettings
 from dphpo.hpo.linear_scaling_plan import RECOMMENDED_SAFEGUARD as RECOMMENDED
 from dphpo.hpo.linear_scaling_plan import Safeguard
-from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.selection import SelectionRule, best_released
 from dphpo.hpo.space import SearchSpace
 from dphpo.report import comparison
 from dphpo.report import linear_scaling as ls_table
@@ -296,3 +296,15 @@ def test_a_language_safeguarded_job_hashes_the_guards_it_runs(monkeypatch):
     assert study_config.language_settings(config, "s", ls.SAFEGUARDED)["safeguard"] == {"decompose": "max_steps", "max_extrapolation": None}
     study["overrides"] = {"linear_scaling": {"safeguard": {"decompose": "min_steps", "tie_margin": 2}}}
     assert study_config.language_settings(config, "s", ls.SAFEGUARDED)["safeguard"]["tie_margin"] == 2.0
+
+
+def test_a_nan_score_is_never_the_pick():
+    """Audit: np.argmax returns the first NaN, so a diverged trial's NaN score was the paper's pick, and the
+    tie-margin pick raised after the stage had trained (max of an empty list)."""
+    from dphpo.hpo.linear_scaling_guards import LargestTied, best_score
+
+    scores, rs = [401.3, math.nan, 386.4], [1.0, 2.0, 3.0]
+    rule = SelectionRule(rule="noisy_train_accuracy", noise_std=1.0)
+    assert best_released(scores) == best_score(scores, rs, rule) == 0
+    assert LargestTied(2.0)(scores, rs, rule) == 0 and LargestTied(20.0)(scores, rs, rule) == 2
+    assert LargestTied(2.0)([math.nan, math.nan], rs, rule) == 0  # nothing finite: the first, no error

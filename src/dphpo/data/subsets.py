@@ -33,7 +33,7 @@ import dataclasses
 import hashlib
 import hmac
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,33 +47,34 @@ _SCALE = 2.0**-53
 RECORD_BLOCK = 1024
 
 
-def _encode(value: Any, out: list[bytes]) -> None:
-    """Canonical, type-tagged, length-prefixed bytes of `value` (the same on every platform)."""
+def _encode(value: Any, write: Callable[[Any], Any]) -> None:
+    """Canonical, type-tagged, length-prefixed bytes of `value` (the same on every platform), given to
+    `write` in pieces (a list's append, a digest's update: an array is never copied whole)."""
     if value is None:
-        out.append(b"N")
+        write(b"N")
     elif isinstance(value, np.ndarray):
         arr = np.ascontiguousarray(value)
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
-        data = arr.tobytes()
-        out.append(f"A{arr.dtype.str}{arr.shape}{len(data)}:".encode() + data)
+        write(f"A{arr.dtype.str}{arr.shape}{arr.nbytes}:".encode())
+        write(arr.reshape(-1).view(np.uint8))
     elif isinstance(value, (bool, np.bool_)):
-        out.append(b"b1" if value else b"b0")
+        write(b"b1" if value else b"b0")
     elif isinstance(value, (int, np.integer)):
-        out.append(f"i{int(value)};".encode())
+        write(f"i{int(value)};".encode())
     elif isinstance(value, (float, np.floating)):
-        out.append(f"f{float(value).hex()};".encode())
+        write(f"f{float(value).hex()};".encode())
     elif isinstance(value, str):
         data = value.encode("utf-8", "surrogatepass")
-        out.append(f"s{len(data)}:".encode() + data)
+        write(f"s{len(data)}:".encode() + data)
     elif isinstance(value, (bytes, bytearray)):
-        out.append(f"y{len(value)}:".encode() + bytes(value))
+        write(f"y{len(value)}:".encode() + bytes(value))
     elif isinstance(value, (tuple, list)):
-        out.append(f"t{len(value)}:".encode())
+        write(f"t{len(value)}:".encode())
         for item in value:
-            _encode(item, out)
+            _encode(item, write)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _encode((type(value).__name__, *(getattr(value, f.name) for f in dataclasses.fields(value))), out)
+        _encode((type(value).__name__, *(getattr(value, f.name) for f in dataclasses.fields(value))), write)
     else:
         raise TypeError(f"per-record subsets: cannot encode a record of type {type(value).__name__}")
 
@@ -81,9 +82,17 @@ def _encode(value: Any, out: list[bytes]) -> None:
 def record_bytes(record: Any, label: Any = None) -> bytes:
     """The canonical bytes of one record: its content (an array, a text, a sentence pair, a dataclass)
     and its label (a class name, an integer, or None for unlabelled text). Nothing positional enters."""
-    out: list[bytes] = []
-    _encode((record, label), out)
+    out: list[Any] = []
+    _encode((record, label), out.append)
     return b"".join(out)
+
+
+def canonical_sha256(value: Any) -> str:
+    """sha256 of `value`'s canonical bytes (`_encode`: type tags and lengths frame every part, so moving a
+    text from one split to the other, or splitting one array into two, changes it)."""
+    digest = hashlib.sha256()
+    _encode(value, digest.update)
+    return digest.hexdigest()
 
 
 def record_uniforms(records: Sequence[Any], labels: Sequence[Any] | None, *, seed: int | str, purpose: str) -> np.ndarray:

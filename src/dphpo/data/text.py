@@ -23,7 +23,6 @@ is recorded in provenance like the timm tags. `datasets` is an optional import, 
 
 from __future__ import annotations
 
-import hashlib
 import platform
 from dataclasses import dataclass, field
 
@@ -31,7 +30,7 @@ import numpy as np
 
 from dphpo.data.hub import is_commit
 from dphpo.data.registry import DATASETS, SPLIT_SEED
-from dphpo.data.subsets import SUBSET_RULE, class_names, keep_records, split_test, subset_fraction
+from dphpo.data.subsets import SUBSET_RULE, canonical_sha256, class_names, keep_records, split_test, subset_fraction
 from dphpo.data.tweets import load_tweets
 from dphpo.errors import ConfigError, DatasetError
 
@@ -56,15 +55,10 @@ class TextSplits:
     public_n_train: int | None = None
 
     def checksum(self) -> str:
-        digest = hashlib.sha256()
-        for part in (self.train, self.test):
-            for text in part:
-                text = "\x1f".join(text) if isinstance(text, tuple) else text  # a sentence pair
-                digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
-        for y in (self.y_train, self.y_test):
-            if y is not None:
-                digest.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
-        return digest.hexdigest()
+        """sha256 of both splits' texts (sentence pairs as pairs) and labels, each part framed
+        (`canonical_sha256`): a text moved from one split to the other changes it."""
+        labels = [None if y is None else np.asarray(y, dtype=np.int64) for y in (self.y_train, self.y_test)]
+        return canonical_sha256(("text_splits", list(self.train), list(self.test), *labels))
 
 
 def python_docs_paragraphs(min_chars: int = 40) -> list[str]:

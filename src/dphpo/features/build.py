@@ -74,7 +74,9 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     t_load = time.perf_counter() - t0
     # the realized subset sizes are private: this job log and the cache (internal) hold them, no release does
     log.info("%s: %d train / %d test (%s) loaded in %.1f s", dataset, ds.n_train, ds.n_test, ds.source, t_load)
-    if ext.kind == "pretrained_public":  # by content too: a renamed copy of the public data is refused
+    # by content too: the public data under another name (the same loader, the same checksum) is refused; a copy
+    # in another form (its images as files of a folder) has another checksum and is not detected
+    if ext.kind == "pretrained_public":
         check_public_checksum(ext.attrs(), ds, f"extract_features {dataset} with {extractor}")
 
     batch_size = int(spec.get("batch_size") or ext.default_batch_size)

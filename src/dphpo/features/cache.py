@@ -1,6 +1,6 @@
 """The HDF5 feature cache: the expensive, reusable artifact between extraction and training.
 
-Layout (format_version 2)::
+Layout (format_version 3)::
 
     /train/features  float32 (N_train, D), chunked (min(N, 4096), D), uncompressed
     /train/labels    int64   (N_train,)
@@ -42,11 +42,15 @@ from dphpo.errors import FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # Attributes inside content_sha256: `num_classes` sizes the model; the others go into every
-# result's provenance (study.provenance) or are checked against the config (expected_attrs).
+# result's provenance (study.provenance) or are checked against the config (expected_attrs):
+# `public_dataset` (the data an extractor was pretrained on without noise: a bundle's ε is ∞ when it
+# is private) and the checkpoint's hash (what the features were computed from). Format 3 added these
+# two. The compute dtype stays out: it names the device (bf16 on a GPU under `auto`, even for raw
+# pixels, which no arithmetic touches), and features computed in another dtype differ in their arrays.
 HASHED_ATTRS = ("num_classes", "dataset", "dataset_checksum", "extractor", "max_train", "max_test",
-                "subset_seed", "subset_rule", "upstream_privacy")
+                "subset_seed", "subset_rule", "upstream_privacy", "public_dataset", "checkpoint_sha256")
 CHUNK_ROWS = 4096
 SPLITS = ("train", "test")
 REQUIRED_ATTRS = ("num_classes", "n_train", "n_test", "feature_dim", "content_sha256", "format_version")

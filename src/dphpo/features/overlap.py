@@ -70,7 +70,8 @@ def check_study_extractors(config: dict) -> None:
 def check_public_checksum(extractor_attrs: dict, dataset, where: str) -> None:
     """Once a dataset is loaded: ConfigError when it is (by name or content checksum) the public
     pretraining data recorded by its extractor (`pretrained_public` attrs), or (by name) the data of its
-    DP continual pre-training stage."""
+    DP continual pre-training stage. The checksum matches the same data read by the same loader only: a
+    copy in another form (the images as files of a folder) is not recognised."""
     name, checksum = extractor_attrs.get("public_dataset"), extractor_attrs.get("public_dataset_checksum")
     if dataset.name == name or (checksum and dataset.checksum == checksum):
         raise ConfigError(

@@ -16,7 +16,7 @@ from dphpo.errors import ConfigError
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
 from dphpo.hpo.registry import SUPPORTED
 from dphpo.hpo.selection import SelectionRule, select_best, selection_rule
-from dphpo.hpo.space import SearchSpace
+from dphpo.hpo.space import IID_R_SAMPLINGS, SearchSpace
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import PlanningAccountant, accountant_from_config
 from dphpo.privacy.ledger import Ledger
@@ -78,6 +78,18 @@ def context(
         selection_rule(config, None if trainer is None else trainer.n_public),
         targets_of(config),
     )
+
+
+def check_iid_candidates(space: SearchSpace, sampling: str, method: str) -> None:
+    """Refuse, for a method whose number of trials K is secret (Papernot–Steinke, Koskela–Kulkarni), an r
+    sampling that ties trial i's candidate to K (`log_grid`, `stratified_log_uniform`: slice i of K): the
+    released best r would then tell K, and the repeated-mechanism theorem needs K independent draws."""
+    if sampling == "r" and space.r_sampling not in IID_R_SAMPLINGS:
+        raise ConfigError(
+            f"search_space.r_sampling: {space.r_sampling} places trial i of K in slice i of K, so {method}'s released "
+            f"r would reveal its secret number of trials K; use {' or '.join(IID_R_SAMPLINGS)} (independent draws), "
+            "or baselines.sampling: grid"
+        )
 
 
 def draw_candidates(space: SearchSpace, rng: np.random.Generator, n: int, sampling: str = "grid") -> list[tuple[float, int]]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.candidates import baselines_section, candidate_sampling, context
+from dphpo.hpo.candidates import baselines_section, candidate_sampling, check_iid_candidates, context
 from dphpo.hpo.common import MethodResult, released_model, result_metrics
 from dphpo.hpo.papernot_steinke import (
     PSConfig,
@@ -38,7 +38,7 @@ from dphpo.hpo.papernot_steinke import (
     trial_selection,
     truncation_delta,
 )
-from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.selection import SelectionRule, best_released
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import PlanningAccountant
 from dphpo.privacy.ledger import LedgerEntry
@@ -174,13 +174,15 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     if accountant.adjacency != "add_remove":
         raise ConfigError(f"{METHOD}: amplification by Poisson subsampling is implemented for add_remove adjacency only")
     kc = KoskelaConfig.from_config(config)
-    tunings = []
+    planned = []  # every target planned (an infeasible one refused) before any training
     for target in targets:
+        queue = TrialQueue()
+        planned.append((target, queue, _plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue)))
+    tunings = []
+    for target, queue, tuned in planned:
         # a subsample of its own per target: the amplified tuning entries of the targets' releases compose
         # in a bundle's statement only if their subsamples are independent draws
         x1 = subsample(trainer, kc.q, noise.rng(METHOD, "subsample", f"{target:.10g}"))
-        queue = TrialQueue()
-        tuned = _plan_tuning(kc, trial_selection(kc.ps, selection, target), accountant, space, noise, target, queue)
         outcome = queue.run(x1, progress=progress, desc=f"{METHOD} tuning (eps={target:g})")
         tuned.best, (e, t) = _tuned_pick(trial_selection(kc.ps, selection, target), space, x1, outcome, tuned.trials, noise, target)
         tuned.subsample_size = x1.n_train
@@ -238,7 +240,7 @@ def _tuned_pick(selection: SelectionRule, space, x1, tuning, trials: list[dict],
     )
     for trial, score in zip(trials, scores):
         trial["score"] = float(score)
-    best = int(np.argmax(scores))
+    best = best_released(scores)
     return best, (trials[best]["eta"], trials[best]["steps"])
 
 
@@ -283,10 +285,11 @@ def _result(trainer: PrivateTrainer, final, j: int, kc: KoskelaConfig, selection
 
 
 def check(config: dict) -> None:
-    accountant, _, selection, targets = context(config)
+    accountant, space, selection, targets = context(config)
     kc = KoskelaConfig.from_config(config)
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
+    check_iid_candidates(space, kc.ps.sampling, METHOD)
     for target in targets:
         mu_s = score_mu(trial_selection(kc.ps, selection, target))
         # feasibility only (a full plan takes ~1 s per target): noise-only trials must fit the budget

@@ -428,6 +428,9 @@ def _reduced_run(trainer, search: Ledger, target: float, how: str, steps: int, s
     acc = trainer.accountant
     if how == "noise":
         return trainer, acc.sigma_for_remaining(search, target, steps), 1.0, None
+    if acc.adjacency != "add_remove":  # before the bisection, which accounts add/remove
+        raise ConfigError(f"{METHOD}: reduce_eps how=subsample amplifies by Poisson subsampling, accounted for add_remove "
+                          f"adjacency only (privacy.adjacency is {acc.adjacency}); use how: noise")
     q = sample_rate_for_remaining(acc.name, acc.delta, search, target, sigma_src, steps,
                                   eps_error=float(acc.describe().get("eps_error") or 0.01))
     batch_size = None if q >= 1.0 else max(1, math.floor(q * trainer.n_public))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.selection import SelectionRule, best_released
 from dphpo.hpo.space import SearchSpace
 
 # --- where a stage samples r ------------------------------------------------------------------
@@ -46,7 +46,7 @@ class AbovePrevious:
 
 def best_score(scores: Sequence[float], rs: Sequence[float], selection: SelectionRule) -> int:
     """The paper's pick: the best released score."""
-    return int(np.argmax(scores))
+    return best_released(scores)
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,8 @@ class LargestTied:
     margin: float
 
     def __call__(self, scores: Sequence[float], rs: Sequence[float], selection: SelectionRule) -> int:
-        best = int(np.argmax(scores))
-        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.margin * selection.difference_std]
+        best = best_released(scores)
+        tied = [i for i, s in enumerate(scores) if s >= scores[best] - self.margin * selection.difference_std] or [best]
         return max(tied, key=lambda i: rs[i])
 
 

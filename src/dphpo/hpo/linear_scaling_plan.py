@@ -155,7 +155,8 @@ class Safeguard:
 #: The no-signal path's public prior r = NO_SIGNAL_PRIOR·μ·N/√P (P: the head's d·K weights): the grid
 #: oracle's r on public subsets (3 seeds, N = 500 … 5,000, ε = 0.25 … 2) sits at a median 0.07 μN on
 #: digits (P = 640) and 0.02 μN on MNIST pixels (P = 7,840): 1.8 μN/√P for both
-#: (experiments/selection_planner.py; docs/methods.md §3).
+#: (experiments/selection_planner.py; docs/methods.md §3). MNIST's subsets are of the training split the
+#: embedded mnist study trains on: the configs label it (`design_notes: selection.noise_std`).
 NO_SIGNAL_PRIOR = 1.8
 
 #: Below this public signal-to-noise μN/√P the no-signal run takes at most the grid's middle T
@@ -213,6 +214,11 @@ class LinearScalingConfig:
             raise ConfigError(f"{key}.n_trials: must be >= 1, got {self.n_trials}")
         if len(self.stage_eps) < 2 or any(e <= 0 for e in self.stage_eps):
             raise ConfigError(f"{key}.stage_eps: need at least two positive budgets, got {list(self.stage_eps)}")
+        if len(set(self.stage_eps)) != len(self.stage_eps):  # two points at one ε fit any slope
+            raise ConfigError(
+                f"{key}.stage_eps: {list(self.stage_eps)} repeats a budget; the rule fits r against ε through one pick "
+                "per stage, so each stage needs its own ε"
+            )
         if self.budget_mode not in ("fraction", "absolute"):
             raise ConfigError(f"{key}.budget_mode: expected 'fraction' or 'absolute', got {self.budget_mode!r}")
         if not 1 <= self.degree <= len(self.stage_eps) - 1:

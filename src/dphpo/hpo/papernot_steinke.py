@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dphpo.errors import ConfigError, InfeasibleBudgetError
-from dphpo.hpo.candidates import baselines_section, candidate_sampling, context, draw_candidates
+from dphpo.hpo.candidates import baselines_section, candidate_sampling, check_iid_candidates, context, draw_candidates
 from dphpo.hpo.common import MethodResult, released_model, result_metrics, trial_metrics
-from dphpo.hpo.selection import SelectionRule
+from dphpo.hpo.selection import SelectionRule, best_released
 from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.privacy.tuning import (
@@ -259,7 +259,8 @@ def noisy_scores(selection: SelectionRule, train_scores: np.ndarray, test_scores
 
 
 def draw_trials(psc: PSConfig, space, noise: NoiseScope, target: float, method: str) -> tuple[list[tuple[float, int]], dict]:
-    """K (capped only if the exact draw exceeds max_trials) and K random candidates."""
+    """K (capped only if the exact draw exceeds max_trials) and K random candidates, independent of K."""
+    check_iid_candidates(space, psc.sampling, method)
     k, capped = psc.k_dist.sample(noise.rng(method, "K", f"{target:.10g}"), psc.max_trials)
     if capped:
         log.warning(
@@ -367,7 +368,7 @@ def _release_best(trainer: PrivateTrainer, selection: SelectionRule, outcome, id
     )
     for trial, score in zip(trials, scores):
         trial["score"] = float(score)
-    best = int(np.argmax(scores))
+    best = best_released(scores)
     chosen = trials[best]
     model = released_model(trainer, outcome, idx[best]) | result_metrics(trainer, outcome, idx[best])
     # the best trial's output only: not its index (K >= index + 1 would reveal the secret K)
@@ -386,9 +387,10 @@ def _release_nothing(trainer: PrivateTrainer) -> tuple[None, dict, dict, list[st
 
 
 def check(config: dict) -> None:
-    accountant, _, selection, targets = context(config)
+    accountant, space, selection, targets = context(config)
     psc = PSConfig.from_config(config)
     if selection.rule == "public_validation":
         raise ConfigError(f"selection.rule=public_validation is not supported by {METHOD}")
+    check_iid_candidates(space, psc.sampling, METHOD)
     for target in targets:
         plan(psc, trial_selection(psc, selection, target), target, accountant.delta)

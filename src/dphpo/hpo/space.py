@@ -27,6 +27,9 @@ class Decomposed:
 
 
 R_SAMPLINGS = ("log_uniform", "uniform", "stratified_log_uniform", "log_grid")
+#: The r samplings whose `size` draws are independent and identically distributed: trial i's candidate
+#: does not depend on `size` (the others place it in slice i of `size`).
+IID_R_SAMPLINGS = ("log_uniform", "uniform")
 DECOMPOSE_POLICIES = ("min_steps", "max_steps")
 
 

@@ -53,9 +53,12 @@ def load_config_file(path: str | Path) -> Any:
     """A config file parsed strictly: duplicate keys and invalid YAML are refused with file and line."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"config file {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                          "save it as UTF-8 YAML") from None
     loader = _StrictLoader(text)
     loader.name = str(path)
     try:
@@ -141,16 +144,6 @@ def check_names(config: dict) -> None:
         raise ConfigError(
             "variants.default: 'default' is the base config itself (results/runs/…/default/); a variant of that "
             "name would be ignored: rename it, or change the base config"
-        )
-
-
-def check_stage_budgets(linear_scaling: dict, where: str = "linear_scaling") -> None:
-    """A line through stage picks needs distinct stage budgets (two points at one ε fit any slope)."""
-    stage_eps = [float(e) for e in linear_scaling.get("stage_eps", [])]
-    if len(set(stage_eps)) != len(stage_eps):
-        raise ConfigError(
-            f"{where}.stage_eps: {stage_eps} repeats a budget; the rule fits r against ε through one pick per "
-            "stage, so each stage needs its own ε"
         )
 
 

@@ -112,9 +112,10 @@ def lm_losses(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> tuple[
 
 
 def likelihood_score(mean_nll: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Per-sequence score in [0, 1]: 1 at zero loss, 0 at or beyond the uniform predictor's ln V."""
+    """Per-sequence score in [0, 1]: 1 at zero loss, 0 at or beyond the uniform predictor's ln V (and for a
+    NaN loss: a diverged model scores 0, so a sum of scores stays a number of sensitivity 1)."""
     uniform = math.log(vocab_size)
-    return 1.0 - mean_nll.clamp(0.0, uniform) / uniform
+    return 1.0 - torch.nan_to_num(mean_nll, nan=uniform).clamp(0.0, uniform) / uniform
 
 
 def pretrain_small_lm(spec: dict, out_path: str | Path, progress: bool = True, studies: list[dict] | None = None,

@@ -22,10 +22,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dphpo.data.metrics import majority_label_scores
+from dphpo.data.subsets import canonical_sha256
 from dphpo.data.text import load_text
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.io import atomic_path
-from dphpo.provenance import package_versions, sha256_bytes
+from dphpo.provenance import package_versions
 from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import LORA_TARGETS, apply_lora, load_encoder
 
@@ -81,7 +82,7 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
     for split, texts in (("train", data.train), ("test", data.test)):
         parts[f"h_{split}"], parts[f"mask_{split}"] = encode_hidden_states(model, tokenizer, texts, max_len, n_layers - k, progress=progress)
     parts["y_train"], parts["y_test"] = data.y_train, data.y_test
-    content = sha256_bytes(*(np.ascontiguousarray(parts[key]).tobytes() for key in sorted(parts)))
+    content = hidden_content_sha256(parts)
     attrs = {
         "study": spec["name"],
         "model": model_prov,
@@ -92,6 +93,7 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
         "data": data.source,
         "dataset_checksum": data.checksum(),
         "content_sha256": content,
+        "format": HIDDEN_CACHE_FORMAT,
         "package_versions": package_versions(("torch", "transformers", "tokenizers", "h5py")),
     }
     with atomic_path(path) as tmp:
@@ -100,6 +102,16 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
                 fh.create_dataset(key, data=value)
             fh.attrs["provenance"] = json.dumps(attrs)
     return attrs
+
+
+#: Format 2 frames each array by name, dtype and shape (`hidden_content_sha256`); format 1 hashed the bytes alone.
+HIDDEN_CACHE_FORMAT = 2
+
+
+def hidden_content_sha256(parts: dict[str, np.ndarray]) -> str:
+    """sha256 of a hidden-state cache's arrays by name, each framed by dtype and shape (a 2/3 and a 3/2
+    split of the same rows differ)."""
+    return canonical_sha256(tuple((key, np.asarray(parts[key])) for key in sorted(parts)))
 
 
 def top_k(model_spec: dict, n_layers: int) -> int:
@@ -117,7 +129,10 @@ def read_hidden_cache(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
             attrs = json.loads(fh.attrs["provenance"])
     except (OSError, KeyError) as exc:
         raise FeatureCacheError(f"{path}: not a readable hidden-state cache ({exc}); delete it and rerun") from exc
-    if sha256_bytes(*(np.ascontiguousarray(parts[k]).tobytes() for k in sorted(parts))) != attrs["content_sha256"]:
+    if attrs.get("format") != HIDDEN_CACHE_FORMAT:
+        raise FeatureCacheError(f"{path}: a hidden-state cache of an older dphpo (format {attrs.get('format', 1)}, this one reads "
+                                f"{HIDDEN_CACHE_FORMAT}); delete it and rerun")
+    if hidden_content_sha256(parts) != attrs["content_sha256"]:
         raise FeatureCacheError(f"{path}: content checksum mismatch (corrupt cache); delete it and rerun")
     tensors = {k: torch.from_numpy(v) for k, v in parts.items()}
     tensors["mask_train"], tensors["mask_test"] = tensors["mask_train"].float(), tensors["mask_test"].float()
@@ -169,8 +184,8 @@ class SequenceClassificationTask(OnDevice):
 
     @torch.no_grad()
     def evaluate(self, model: nn.Module, split: str) -> dict:
-        correct = 0
-        for s in range(0, self.t[f"y_{split}"].shape[0], self.eval_batch):
+        correct, n = 0, self.t[f"y_{split}"].shape[0]
+        for s in range(0, n, self.eval_batch):
             h, m, y = (self.take(f"{key}_{split}", slice(s, s + self.eval_batch)) for key in ("h", "mask", "y"))
             correct += int((model(h, m).argmax(1) == y).sum())
-        return {"score_sum": float(correct), "metric": correct / max(1, y.shape[0])}
+        return {"score_sum": float(correct), "metric": correct / max(1, n)}  # over the split, not its last chunk

@@ -37,10 +37,9 @@ from torch import nn
 
 from dphpo.data import metrics
 from dphpo.data.squad import FILES, PUBLISHED_QUESTIONS, SquadExample, read_squad
-from dphpo.data.subsets import keep_records, subset_fraction
+from dphpo.data.subsets import canonical_sha256, keep_records, subset_fraction
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
-from dphpo.provenance import sha256_bytes
 from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_source, resolved_commit
 
@@ -203,8 +202,9 @@ def load_split(folder: str | Path, split: str, n_keep: int | None, seed: int, wh
     return [e for e, k in zip(examples, keep) if k]
 
 
-def examples_checksum(examples: list[SquadExample]) -> str:
-    return sha256_bytes(*("\x1f".join((e.id, e.title, e.context, e.question, *e.answers)).encode("utf-8", "surrogatepass") for e in examples))
+def examples_checksum(train: list[SquadExample], test: list[SquadExample]) -> str:
+    """sha256 of both splits' questions, every field framed (`canonical_sha256`)."""
+    return canonical_sha256(("squad", list(train), list(test)))
 
 
 class QuestionAnsweringTask(OnDevice):
@@ -240,7 +240,7 @@ class QuestionAnsweringTask(OnDevice):
         model, extra = prepare(model, model_spec, where)
         prov |= extra | {"data": {"name": data["name"], "files": [FILES["train"], FILES["dev"]], "max_train": data.get("max_train"),
                                   "max_test": data.get("max_test"), "subsample_seed": seed},
-                         "dataset_checksum": examples_checksum(train + test)}
+                         "dataset_checksum": examples_checksum(train, test)}
         return cls(model, codec, train, test, prov, max_len=int(model_spec.get("max_len", 512)),
                    max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)), device=device)
 

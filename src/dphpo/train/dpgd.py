@@ -225,7 +225,7 @@ def _draw_step(gens, active, n, shape, sigma, clip_norm, sample_rate, device):
     noise = host_buffer((active, *shape), device)
     for j in range(active):
         if keep is not None:
-            keep[:, j] = torch.rand(n, generator=gens[j]) < sample_rate
+            keep[:, j] = torch.rand(n, generator=gens[j], dtype=torch.float64) < sample_rate  # float32 would round q up
         if sigma[j] > 0:  # torch.randn(shape, generator=gens[j]) * (σ_j C), drawn in place
             noise[j].normal_(generator=gens[j]).mul_(sigma[j] * clip_norm)
         else:

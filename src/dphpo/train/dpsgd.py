@@ -64,7 +64,8 @@ def _flat_grad_samples(params: list[nn.Parameter], batch: int) -> torch.Tensor:
 
 def poisson_batch(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:
     """Indices of a Poisson sample: each of n examples kept independently with probability q."""
-    return torch.nonzero(torch.rand(n, generator=generator) < sample_rate).squeeze(1)
+    # float64: float32 draws lie on a 2^-24 grid, which rounds the inclusion probability above the accounted q
+    return torch.nonzero(torch.rand(n, generator=generator, dtype=torch.float64) < sample_rate).squeeze(1)
 
 
 def per_sample_gradients(gsm, params: list[nn.Parameter], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
