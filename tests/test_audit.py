@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -247,7 +248,8 @@ def test_cli_audit_prints_bounds_and_writes_the_table(tmp_path, capsys):
     code = main(["audit", "--eps", "1", "4", "--runs", "400", "--steps", "2", "--max-train", "16", "--out", str(out)])
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    bounds = [float(v) for v in lines[-1].split()]
+    assert lines[-1].startswith("white-box: ")
+    bounds = [float(v) for v in re.findall(r"(\S+) \(pass\)", lines[-1])]
     assert len(bounds) == 2 and 0 <= bounds[0] <= 1 and 0 <= bounds[1] <= 4
     md = out.read_text()
     assert "claimed ε" in md and "ε lower (CP)" in md and md.count("| pass |") == 2
@@ -286,6 +288,22 @@ def test_cli_audit_exit_status_flags_a_broken_mechanism(capsys):
     assert main(args) == 1
     audit = json.loads(capsys.readouterr().out)["audits"][0]
     assert audit["passed"] is False and audit["rows"][0]["eps_lower"] > 1.0
+
+
+def test_an_audit_too_small_to_refute_its_claim_is_inconclusive_not_a_pass(tmp_path, capsys):
+    """Audit finding: 8 runs (2 held out per world) certify nothing, and a claim of ε 8 by DP-SGD (no μ
+    test) is beyond what 40,000 runs can certify; both said "pass" with exit 0, whatever the noise."""
+    out = tmp_path / "audit.md"
+    assert main(["audit", "--eps", "1", "--runs", "8", "--steps", "2", "--max-train", "16", "--noise-scale", "1e-9",
+                 "--out", str(out)]) == 3
+    assert "white-box: 0.0 (inconclusive)" in capsys.readouterr().out
+    row = json.loads(out.with_suffix(".json").read_text())["audits"][0]["rows"][0]
+    assert row["verdict"] == "inconclusive" and row["pass"] and row["refutable_eps"] == 0.0 and row["noise_scale"] == 1e-9
+    assert "INCONCLUSIVE" in out.read_text() and "σ / calibrated σ" in out.read_text()
+    # enough runs for the claim: conclusive (the μ test of an exact GDP claim could refute ε = 1 at 400 runs)
+    assert main(["audit", "--eps", "1", "--runs", "400", "--steps", "2", "--max-train", "16", "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)["audits"][0]
+    assert audit["conclusive"] and audit["rows"][0]["verdict"] == "pass" and audit["rows"][0]["refutable_eps"] > 1.0
 
 
 def test_cli_audit_rejects_bad_input(capsys):

@@ -185,6 +185,12 @@ def achievable_bounds(
     return {"eps": float(eps.max()), "mu": float(mu.max())}
 
 
+def refutable_bounds(n_out: int, n_in: int, *, alpha: float, delta: float) -> dict[str, float]:
+    """The largest ε and μ an audit with this many held-out runs can certify at all: a perfect attack's
+    (no error on any run). A claim at or above both cannot be refuted, whatever the mechanism does."""
+    return {kind: float(_bound_at(0, 0, n_out, n_in, alpha, delta, kind)) for kind in ("eps", "mu")}
+
+
 def gaussian_achievable(mu: float, n_out: int, n_in: int, *, alpha: float, delta: float) -> dict[str, float]:
     """`achievable_bounds` for a mechanism whose trade-off is exactly μ-GDP (the optimal attack on full-batch DP-GD)."""
 

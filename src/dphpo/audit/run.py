@@ -62,6 +62,7 @@ from dphpo.audit.bounds import (
     achievable_bounds,
     eps_of_mu_lower,
     gaussian_achievable,
+    refutable_bounds,
     threshold_bound,
 )
 from dphpo.audit.subset_canaries import check_subset_canaries
@@ -389,7 +390,13 @@ class AuditResult:
 
     @property
     def passed(self) -> bool:
+        """No lower bound above the claim (a claim too large for the runs to refute passes too: `conclusive`)."""
         return all(r["pass"] for r in self.rows)
+
+    @property
+    def conclusive(self) -> bool:
+        """Whether this many runs could have refuted the claim (a perfect attack's bounds exceed it)."""
+        return all(r["verdict"] != "inconclusive" for r in self.rows)
 
     def to_dict(self) -> dict:
         return {
@@ -399,6 +406,7 @@ class AuditResult:
             "diagnostics": self.diagnostics,
             "provenance": self.provenance,
             "passed": self.passed,
+            "conclusive": self.conclusive,
         }
 
 
@@ -432,6 +440,10 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         ceiling = gaussian_achievable(claim["mu"], n_eval, n_eval, alpha=alpha_bound, delta=spec.delta)
     else:
         ceiling = ideal_llr_achievable(claim["sigma"], q, spec.steps, n_eval, spec, alpha_bound)
+    refutable = refutable_bounds(n_eval, n_eval, alpha=alpha_bound, delta=spec.delta)
+    exact_gdp = claim["mu"] is not None
+    # a claim no outcome of this many runs could refute: "inconclusive", never "pass"
+    conclusive = spec.eps < refutable["eps"] or (exact_gdp and claim["mu"] < refutable["mu"])
     rows = []
     for model in threat_models:
         out, inn = scores[model]
@@ -439,7 +451,6 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         eps_b = threshold_bound(out, inn, kind="eps", alpha=alpha_bound, delta=spec.delta, rng=rng)
         mu_b = threshold_bound(out, inn, kind="mu", alpha=alpha_bound, delta=spec.delta, rng=rng)
         eps_gdp = eps_of_mu_lower(mu_b.value, spec.delta)
-        exact_gdp = claim["mu"] is not None
         ok = eps_b.value <= spec.eps and (not exact_gdp or mu_b.value <= claim["mu"])
         rows.append(
             {
@@ -454,6 +465,7 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
                 "claimed_mu": claim["mu"],
                 "sigma": claim["sigma"],
                 "sigma_used": sigma_used,
+                "noise_scale": spec.noise_scale,
                 "steps": spec.steps,
                 "runs": 2 * half,
                 "eval_runs_per_world": n_eval,
@@ -462,11 +474,13 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
                 "eps_lower_gdp": eps_gdp,
                 "achievable_eps": ceiling["eps"],
                 "achievable_eps_gdp": ceiling["eps_gdp"],
+                "refutable_eps": refutable["eps"],
                 "confidence": 1.0 - spec.alpha,
                 "alpha_family": spec.alpha,
                 "bounds_in_family": bounds_in_family,
                 "alpha_per_bound": alpha_bound,
                 "pass": bool(ok),
+                "verdict": "fail" if not ok else "pass" if conclusive else "inconclusive",
                 "eps_test": eps_b.to_dict(),
                 "mu_test": mu_b.to_dict(),
             }
@@ -480,6 +494,7 @@ def run_audit(spec: AuditSpec, data: AuditData, *, threat_models=THREAT_MODELS, 
         "train_seconds": train_s,
         "total_seconds": total_s,
         "achievable": ceiling,
+        "refutable": refutable,
         "subset_canaries": data.subset_canaries,
         "family_wise": {
             "alpha": spec.alpha,

@@ -25,10 +25,19 @@ COLUMNS = {
     "eps_lower_gdp": "ε lower (GDP)",
     "achievable_eps": "achievable ε (CP)",
     "achievable_eps_gdp": "achievable ε (GDP)",
+    "refutable_eps": "refutable ε (any attack)",
+    "noise_scale": "σ / calibrated σ",
     "confidence": "confidence (family-wise)",
     "bounds_in_family": "bounds in family",
     "verdict": "verdict",
     "time_s": "time (s)",
+}
+
+
+VERDICTS = {
+    "pass": "pass",
+    "fail": "FAIL: lower bound above the claim",
+    "inconclusive": "INCONCLUSIVE: the claim is at least the refutable ε; more runs could test it",
 }
 
 
@@ -37,7 +46,7 @@ def audit_table(results: Sequence[AuditResult]) -> Table:
     for result in results:
         for row in result.rows:
             cells = {COLUMNS[k]: row[k] for k in COLUMNS if k in row}
-            cells[COLUMNS["verdict"]] = "pass" if row["pass"] else "FAIL: lower bound above the claim"
+            cells[COLUMNS["verdict"]] = VERDICTS[row.get("verdict", "pass" if row["pass"] else "fail")]
             rows.append(cells)
     data = results[0].provenance.get("data", "?") if results else "?"
     return Table(
@@ -64,7 +73,13 @@ def audit_table(results: Sequence[AuditResult]) -> Table:
             "confidence (family-wise): the ε and μ bounds of every threat model audited for one claimed ε form "
             "one family of m = `bounds in family` bounds, each taken at level α/m (Bonferroni), so a correct "
             "mechanism fails any of them with probability at most α; k claimed ε are k such families.",
-            "verdict: fail when a lower bound exceeds the claim (ε, or μ for an exact GDP claim).",
+            "refutable ε (any attack): the largest ε the held-out runs can certify at all (a perfect attack, no "
+            "error on any run); a claim at or above it (and, for an exact GDP claim, at or above the refutable μ) "
+            "cannot fail, whatever the mechanism, so its verdict is inconclusive, never pass.",
+            "σ / calibrated σ: 1 audits the mechanism as released; any other value (`--noise-scale`) audits "
+            "another mechanism (below 1: deliberately broken).",
+            "verdict: fail when a lower bound exceeds the claim (ε, or μ for an exact GDP claim); inconclusive "
+            "when no outcome of this many runs could have refuted it.",
         ],
     )
 
