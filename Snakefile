@@ -36,4 +36,5 @@ localrules:
     all,
 
 
+check_resource_rules(workflow.rules)
 drop_gpu_model_without_gpu(workflow.rules)

@@ -168,3 +168,15 @@ def test_check_config_names_file_and_line_where_snakemake_says_only_invalid_yaml
     out = capsys.readouterr().out
     assert "1 linear-head study on frozen features: " in out and "; 20 linear-head result files)" in out  # 10 searches × 1 seed × 2 targets
     assert f"snakemake --cores all --configfile {TINY} {override}" in out
+    # a file that is not UTF-8, a folder, a configured key file that is lost: named, never "valid"
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfeseeds: [0]\n")
+    for extra, why in ((binary, f"config file {binary}: not UTF-8 text"), (tmp_path, f"config file {tmp_path} is a folder")):
+        assert dphpo(["check-config", str(TINY), str(extra)]) == 2
+        assert why in capsys.readouterr().err
+    lost = tmp_path / "lost.yaml"
+    lost.write_text(f"privacy: {{noise_key_file: {tmp_path / 'keys' / 'lost.key'}}}\n")
+    assert dphpo(["check-config", str(TINY), str(lost)]) == 2
+    captured = capsys.readouterr()
+    assert "privacy.noise_key_file: the noise key file" in captured.err and "valid" not in captured.out
+    assert not (tmp_path / "keys").exists()  # nothing created

@@ -224,3 +224,14 @@ def test_slurm_profile_replaces_the_local_default_profile():
     assert as_workflow_profile.executor == "slurm" and as_workflow_profile.jobs == 200
     assert as_workflow_profile.cores is None  # profiles/default's `cores: all` stayed out
     assert as_profile.cores == os.cpu_count()  # `cores: all` of profiles/default: the pitfall the README names
+
+
+def test_a_misspelt_rule_under_resources_is_refused_naming_the_rule(tmp_path):
+    """Audit: `resources.run_methd` was ignored without a word, so the rule's jobs ran with the defaults
+    (on a cluster: killed at the default runtime)."""
+    extra = tmp_path / "runtimes.yaml"
+    extra.write_text("resources:\n  run_methd: {runtime: 5}\n")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", SNAKEFILE, "-n", "--configfile", str(TINY), str(extra),
+                           "--replace-workflow-config", "-d", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert "resources.run_methd names none of the workflow's rules (did you mean run_method?)" in proc.stdout + proc.stderr

@@ -160,9 +160,9 @@ def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
     config = new_config(found, section, embedded, "mine")
     assert config["namespace"] == "mine"
     other = Inspection("more", "features", 600, 200, [str(c) for c in range(10)], "more.npz")
-    assert add_dataset(config, other, section, embedded)[0]["namespace"] == "mine"
+    assert add_dataset(config, other, section, embedded, 1e-5)[0]["namespace"] == "mine"
     config.pop("namespace")  # a config written before namespaces keeps its tables' paths
-    assert "namespace" not in add_dataset(config, other, section, embedded)[0]
+    assert "namespace" not in add_dataset(config, other, section, embedded, 1e-5)[0]
     assert "# namespace:" not in render(config | {"datasets": {"feats": {"public_n_train": 600, "kind": "features"}}}, "cmd")
 
 
@@ -245,7 +245,8 @@ def test_check_config_reads_the_users_files_whole_before_any_job(tmp_path, capsy
     with open(table, "a") as fh:
         fh.write("note 100,zz\n")
     assert dphpo(["check-config", str(out)]) == 2
-    assert "zz" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "zz" in captured.err and "valid" not in captured.out  # never "valid" for a config whose first job fails
 
 
 def test_init_keeps_a_tables_own_split_chosen_by_its_header_alone(tmp_path, capsys):
@@ -303,3 +304,34 @@ def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keep
     config = yaml.safe_load(out.read_text())
     assert config["privacy"]["delta"] == 1e-7 and config["baselines"]["papernot_steinke"]["max_trials"] > 60
     assert dphpo(["check-config", str(out)]) == 0
+
+
+def test_add_refuses_a_config_the_workflow_would_not_run_and_keeps_a_link(tmp_path, capsys):
+    """Audit: --add extended an empty file, a list or a config without privacy with a traceback, and wrote
+    over a symlinked config (the link became a file); a registry dataset's name shared its result paths."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "f.npz", train_x=rng.normal(size=(60, 4)).astype(np.float32), train_y=np.arange(60) % 2,
+             test_x=rng.normal(size=(20, 4)).astype(np.float32), test_y=np.arange(20) % 2)
+    args = ["init", "--features", str(tmp_path / "f.npz"), "--public-n-train", "60"]
+    for name, text, why in (("empty.yaml", "", "holds no config"), ("list.yaml", "- 1\n", "holds no config"),
+                            ("bad.yaml", "studies: []\n", "is not a valid config")):
+        (tmp_path / name).write_text(text)
+        assert dphpo([*args, "--name", "other", "--out", str(tmp_path / name), "--add"]) == 2
+        assert f"--add: {tmp_path / name} {why}" in capsys.readouterr().err and (tmp_path / name).read_text() == text
+    real = tmp_path / "real.yaml"
+    assert dphpo([*args, "--out", str(real)]) == 0
+    del_delta = yaml.safe_load(real.read_text())
+    del del_delta["privacy"]["delta"]  # the schema's default
+    real.write_text(yaml.safe_dump(del_delta))
+    (tmp_path / "link.yaml").symlink_to(real)
+    assert dphpo([*args, "--name", "second", "--out", str(tmp_path / "link.yaml"), "--add"]) == 0
+    assert (tmp_path / "link.yaml").is_symlink() and "second" in yaml.safe_load(real.read_text())["datasets"]
+    assert dphpo([*args, "--name", "mnist", "--out", str(tmp_path / "m.yaml")]) == 2
+    assert "--name: 'mnist' is a dataset of dphpo's registry" in capsys.readouterr().err
+    (tmp_path / "tweets.npz").write_bytes((tmp_path / "f.npz").read_bytes())  # a derived name: made distinct
+    assert dphpo(["init", "--features", str(tmp_path / "tweets.npz"), "--public-n-train", "60", "--out", str(tmp_path / "t.yaml")]) == 0
+    assert list(yaml.safe_load((tmp_path / "t.yaml").read_text())["datasets"]) == ["tweets_own"]
+    assert dphpo(["init", "--images", str(tmp_path / "f.npz"), "--public-n-train", "60", "--out", str(tmp_path / "i.yaml")]) == 2
+    assert "is a file; an image folder is a folder" in capsys.readouterr().err
+    assert dphpo([*args, "--out", str(tmp_path / "f.npz" / "x.yaml")]) == 2  # before any data are read: named
+    assert "--out" in capsys.readouterr().err

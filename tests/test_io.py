@@ -27,6 +27,9 @@ def test_written_files_get_the_mode_of_a_plain_open(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
     assert read_json(tmp_path / "r.json") == {"eps": "inf"}
+    (tmp_path / "r.json").chmod(0o600)  # a file the user keeps private stays so when it is rewritten
+    write_json(tmp_path / "r.json", {"eps": 1})
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o600
 
 
 def test_torch_save_to_an_atomic_handle_writes_the_same_bytes_for_the_same_object(tmp_path):

@@ -79,7 +79,7 @@ def test_infeasible_language_budget_is_refused_before_any_job(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_language_study_end_to_end_within_budget(tmp_path):
+def test_tiny_language_study_end_to_end_within_budget(tmp_path, monkeypatch):
     run = "results/language/tiny_lm/random_search/seed0"
     targets = [f"{run}/eps{e}/result.json" for e in (1, 3)]
     out = snakemake("--cores", "2", "--configfile", str(ROOT / TINY), "--replace-workflow-config", "-d", str(tmp_path),
@@ -100,3 +100,21 @@ def test_tiny_language_study_end_to_end_within_budget(tmp_path):
     assert trainer["task"]["lora"]["rank"] == 2 and all("lora_" in n for n in trainer["task"]["trainable"])
     assert all(r["total_eps"] <= r["target"]["eps"] for r in lora)
     assert "| LoRA" in (tmp_path / "results/tables/table20.md").read_text()
+    # a table of another config refuses these releases (Snakemake may not rerun them: --rerun-triggers mtime)
+    from dphpo.errors import OutputFileError
+    from dphpo.studies import config as study_config
+    from dphpo.studies.validate import load_config
+
+    monkeypatch.chdir(tmp_path)
+    config = load_config([ROOT / TINY])
+    study_config.check_language_inputs(targets, config, "tiny_lm", "random_search")  # the config that made them
+    study_config.check_language_inputs(study_config.language_result_files(config, "tiny_lm", "nonprivate"), config, "tiny_lm", "nonprivate")
+    tiny_lm = next(s for s in config["language"]["studies"] if s["name"] == "tiny_lm")
+    tiny_lm["training"]["batch_size"] = 20
+    with pytest.raises(OutputFileError, match="other settings than language.studies.tiny_lm") as err:
+        study_config.check_language_inputs(targets, config, "tiny_lm", "random_search")
+    assert targets[0] in str(err.value)
+    config["language"]["pretrain"]["tiny_lm"]["steps"] = 6  # another version of the LM it fine-tunes
+    tiny_lm["training"]["batch_size"] = 10
+    with pytest.raises(OutputFileError, match="other settings"):
+        study_config.check_language_inputs(study_config.language_result_files(config, "tiny_lm", "nonprivate"), config, "tiny_lm", "nonprivate")

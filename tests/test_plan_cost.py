@@ -91,7 +91,32 @@ def test_runtime_limits_are_three_times_the_slowest_job_and_merge_into_the_confi
     assert main(["plan-cost", "--configfile", str(TINY), "--gflops", "0.001", "--overhead", "0", "--runtimes", str(out)]) == 0
     merged = load_config([TINY, out])
     assert {name: merged["resources"][name]["runtime"] for name in limits} == {n: v["runtime"] for n, v in limits.items()}
-    assert f"wrote {out}" in capsys.readouterr().out
+    assert f"wrote {out}" in capsys.readouterr().err  # stdout stays the table (or --json's object alone)
+    # its own file is rewritten; any other file is not replaced, a --configfile least of all
+    assert main(["plan-cost", "--configfile", str(TINY), "--gflops", "0.001", "--runtimes", str(out), "--json"]) == 0
+    json.loads(capsys.readouterr().out)
+    config_copy = tmp_path / "study.yaml"
+    config_copy.write_text(TINY.read_text())
+    for path, why in ((config_copy, "is a --configfile"), (tmp_path / "notes.yaml", "was not written by plan-cost"), (tmp_path, "is a folder")):
+        if path.name == "notes.yaml":
+            path.write_text("mine: 1\n")
+        before = path.read_text() if path.is_file() else None
+        assert main(["plan-cost", "--configfile", str(config_copy), "--gflops", "1", "--runtimes", str(path)]) == 2
+        assert why in capsys.readouterr().err and (path.read_text() if path.is_file() else None) == before
+
+
+def test_own_data_is_costed_by_its_declared_classes_and_its_features_width(tmp_path):
+    """Audit: own-data sections declare `classes` (not num_classes) and identity features have no known
+    width, so every study of the user's own data cost 0 FLOP and got no runtime limit."""
+    import numpy as np
+
+    path = tmp_path / "feats.npz"
+    np.savez(path, train_x=np.zeros((30, 7), np.float32), train_y=np.zeros(30), test_x=np.zeros((5, 7), np.float32), test_y=np.zeros(5))
+    config = {"datasets": {"mine": {"kind": "features", "path": str(path), "public_n_train": 200, "classes": ["a", "b", "c"]}},
+              "extractors": {"given": {"kind": "identity"}}}
+    assert cost.study_shape(config, "mine", "given") == (200, 7, 3)
+    config["datasets"]["mine"]["path"] = str(tmp_path / "missing.npz")
+    assert cost.study_shape(config, "mine", "given") == (200, None, 3)  # unknown, not a guess
 
 
 LANGUAGE_TINY = TINY.parent / "language_tiny.yaml"

@@ -489,3 +489,15 @@ def test_a_bundle_built_without_the_config_labels_its_tables_as_the_config_would
     assert "Papernot & Steinke (2022)" in (tmp_path / "bundle" / "tables" / "hpo_comparison.md").read_text()
     build_bundle(tree, tmp_path / "plain")  # releases without table labels: no label
     assert PRIVATE_DESIGN not in (tmp_path / "plain" / "tables" / "hpo_comparison.md").read_text()
+
+
+def test_a_result_that_is_no_json_object_is_refused_by_name(tmp_path):
+    """Audit: a result.json holding a JSON list raised an AttributeError traceback."""
+    from dphpo.errors import OutputFileError
+    from dphpo.release import find_releases
+
+    path = tmp_path / "runs" / "digits" / "raw" / "result.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("[1, 2]")
+    with pytest.raises(OutputFileError, match=r"result\.json: expected a release record \(a JSON object\), got a JSON list"):
+        find_releases(tmp_path)

@@ -66,3 +66,34 @@ def test_model_arrays_missing_files_and_the_exit_codes(tree, capsys):
     assert main(["diff", str(tree), str(tree.parent / "missing")]) == 2
     assert main(["diff", str(tree), str(_copy(tree, "c"))]) == 0
     assert "0 difference(s)" in capsys.readouterr().out
+
+
+def test_hdf5_shapes_dtypes_and_every_objects_attributes_count_and_a_damaged_file_is_named(tree):
+    """Audit: HDF5 data were compared by their bytes alone and only the root's attributes: a (2, 3) and a (3, 2)
+    array, a float32 zero and an int64 zero, or another unit of a dataset were "identical"; a truncated
+    file raised a traceback (exit 1, "differences")."""
+    import h5py
+
+    def cache(root, shape=(2, 3), dtype="float32", unit="a"):
+        path = root / "features" / "x.h5"
+        path.parent.mkdir(exist_ok=True)
+        with h5py.File(path, "w") as f:
+            f.create_dataset("x", data=np.zeros(shape, dtype)).attrs["unit"] = unit
+            f.attrs["created_utc"] = str(root)  # volatile: never a difference
+        return path
+
+    cache(tree)
+    for kwargs, what in (({"shape": (3, 2)}, "dataset x: float32[2, 3] vs float32[3, 2]"),
+                         ({"dtype": "int32"}, "dataset x: float32[2, 3] vs int32[2, 3]"),
+                         ({"unit": "b"}, "attribute unit of x differs (values differ)"), ({}, None)):
+        other = tree.parent / f"o{len(kwargs)}{kwargs.get('unit', '')}{kwargs.get('dtype', '')}"
+        shutil.copytree(tree, other)
+        cache(other, **kwargs)
+        found = {d.path: d.what for d in compare_trees(tree, other)[0]}
+        assert found.get("features/x.h5") == what
+    damaged = _copy(tree, "damaged")
+    h5 = damaged / "features" / "x.h5"
+    h5.write_bytes(h5.read_bytes()[:100])
+    (damaged / "runs/digits/raw/linear_scaling/default/seed0/eps1/result.json").write_text('{"test_accuracy": 0.')
+    found = {d.path.rsplit("/", 1)[-1]: d.what for d in compare_trees(tree, damaged)[0]}
+    assert found["x.h5"].startswith("unreadable as .h5") and found["result.json"].startswith("unreadable as .json")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,8 +22,8 @@ from typing import Any
 import yaml
 
 from dphpo.audit import MAX_RUNS, MIN_RUNS
-from dphpo.errors import DPHPOError
-from dphpo.io import write_text
+from dphpo.errors import ConfigError, DPHPOError
+from dphpo.io import check_writable, write_text
 
 # ------------------------------------------------------------------------------------------------
 # argument types: each error names the flag (argparse prefixes "argument --flag:")
@@ -598,9 +599,13 @@ def add_privacy_parser(subparsers: Any) -> argparse.ArgumentParser:
 # dphpo audit
 
 
+#: `dphpo audit`'s exit status when no bound exceeds its claim but some claim could not have been refuted
+AUDIT_INCONCLUSIVE = 3
+
+
 def _audit(args: argparse.Namespace) -> int:
     from dphpo.audit import THREAT_MODELS
-    from dphpo.audit.run import AuditSpec, check_spec_data, load_audit_data, run_audit
+    from dphpo.audit.run import AuditSpec, calibrate, check_spec_data, load_audit_data, run_audit
     from dphpo.audit.subset_canaries import summary as subset_summary
     from dphpo.io import check_writable
     from dphpo.report.audit import audit_table, write_audit
@@ -634,6 +639,10 @@ def _audit(args: argparse.Namespace) -> int:
     )
     for spec in specs:
         check_spec_data(spec, data)
+        try:  # an infeasible claim of any spec is refused before the first one trains
+            calibrate(spec, data.n)
+        except (ValueError, DPHPOError) as err:
+            raise ConfigError(f"--eps {spec.eps:g}: {err}") from None
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     results = [run_audit(spec, data, threat_models=models, progress=progress) for spec in specs]
     if args.out:
@@ -644,13 +653,16 @@ def _audit(args: argparse.Namespace) -> int:
         print(audit_table(results).to_markdown())
         print(subset_summary(data.subset_canaries))
         print(
-            f"{models[0]} eps lower bounds (Clopper-Pearson, family-wise confidence {1 - args.alpha:g} per claim) "
+            f"eps lower bounds (Clopper-Pearson, family-wise confidence {1 - args.alpha:g} per claim) "
             "for claimed eps "
             + " ".join(f"{e:g}" for e in args.eps)
             + ":"
         )
-        print(" ".join(repr(float(r.rows[0]["eps_lower"])) for r in results))
-    return 0 if all(r.passed for r in results) else 1
+        for i, model in enumerate(models):
+            print(f"{model}: " + " ".join(f"{float(r.rows[i]['eps_lower'])!r} ({r.rows[i]['verdict']})" for r in results))
+    if not all(r.passed for r in results):
+        return 1
+    return 0 if all(r.conclusive for r in results) else AUDIT_INCONCLUSIVE
 
 
 def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -661,7 +673,8 @@ def add_audit_parser(subparsers: Any) -> argparse.ArgumentParser:
     text = (
         "Empirical privacy audit: train the linear-head DP-GD (or DP-SGD) many times on neighbouring "
         "datasets with and without a canary record and bound its eps from below (Clopper-Pearson on the "
-        "best threshold attack). Exit status 1 when a lower bound exceeds the claimed eps."
+        "best threshold attack). Exit status 1 when a lower bound exceeds the claimed eps; "
+        f"{AUDIT_INCONCLUSIVE} when a claim is too large for this many runs to refute (more --runs)."
     )
     p = subparsers.add_parser("audit", help="empirical privacy audit of the trainer", description=text)
     p.set_defaults(handler=_audit, parser=p)
@@ -884,23 +897,27 @@ def add_verify_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _check_config(args: argparse.Namespace) -> int:
     from dphpo.data.files import file_section
     from dphpo.init_study import inspect_data
+    from dphpo.privacy.randomness import check_key_config
     from dphpo.studies import config as study_config
     from dphpo.studies.validate import load_config
 
     config = load_config(args.configfile)  # ConfigError naming file and line, or the key: exit 2
-    files = math.prod(study_config.result_file_count(config))
-    language = len(study_config.language_studies(config))
-    heads = [f"{study['dataset']} x {study['extractor']}" for study in config["studies"]]
-    print(f"{' '.join(args.configfile)}: valid ({len(heads)} linear-head stud{'y' if len(heads) == 1 else 'ies'} on "
-          f"frozen features: {', '.join(heads)}{f'; {language} language' if language else ''}; "
-          f"{files:,} linear-head result files)")
+    check_key_config(config)  # a configured key file that is missing or exposed fails the first job otherwise
+    data = []
     for name in sorted({study["dataset"] for study in config["studies"]}):
         section = file_section(config, name)
         if section is not None:  # the user's files, read whole as the feature job will: labels, classes, images
             found = inspect_data(name, section)
-            print(f"datasets.{name}: {found.source}: {found.n_train:,} train / {found.n_test:,} test records, "
-                  f"{len(found.classes)} classes, every file readable")
-    print("run it: snakemake --cores all --configfile " + " ".join(args.configfile))
+            data.append(f"datasets.{name}: {found.source}: {found.n_train:,} train / {found.n_test:,} test records, "
+                        f"{len(found.classes)} classes, every file readable")
+    files = math.prod(study_config.result_file_count(config))
+    language = len(study_config.language_studies(config))
+    heads = [f"{study['dataset']} x {study['extractor']}" for study in config["studies"]]
+    # "valid" only once everything the workflow checks before its first job has passed
+    print(f"{' '.join(args.configfile)}: valid ({len(heads)} linear-head stud{'y' if len(heads) == 1 else 'ies'} on "
+          f"frozen features: {', '.join(heads)}{f'; {language} language' if language else ''}; "
+          f"{files:,} linear-head result files)")
+    print("\n".join([*data, "run it: snakemake --cores all --configfile " + " ".join(args.configfile)]))
     return 0
 
 
@@ -910,11 +927,35 @@ def _check_config(args: argparse.Namespace) -> int:
 GPU_GFLOPS = {"h100": 21_400.0, "h200": 29_500.0}
 
 
+#: The first words of every file `plan-cost --runtimes` writes: only such a file is ever replaced.
+RUNTIMES_HEADER = "# Runtime limits (minutes) from dphpo plan-cost"
+
+
+def _check_runtimes_path(path: str, configfiles: list[str]) -> None:
+    """Refuse, before any work, a --runtimes path that would replace a file plan-cost did not write (a
+    --configfile above all) or that cannot be written."""
+    target = Path(path)
+    if any(target.resolve() == Path(c).resolve() for c in configfiles):
+        raise ConfigError(f"--runtimes: {path} is a --configfile; write the limits to a file of their own")
+    if target.is_dir():
+        raise ConfigError(f"--runtimes: {path} is a folder; expected a file name such as runtimes.yaml")
+    if target.exists():
+        try:
+            first = target.read_text(errors="replace").split("\n", 1)[0]
+        except OSError as err:
+            raise ConfigError(f"--runtimes: cannot read the existing {path} ({err.strerror or err})") from None
+        if not first.startswith(RUNTIMES_HEADER):
+            raise ConfigError(f"--runtimes: {path} exists and was not written by plan-cost; remove it or name another file")
+    check_writable(target, "--runtimes")
+
+
 def _plan_cost(args: argparse.Namespace) -> int:
     from dphpo.studies import cost, language_cost
     from dphpo.studies.validate import load_config
 
     config = load_config(args.configfile)
+    if args.runtimes:
+        _check_runtimes_path(args.runtimes, args.configfile)
     if args.gflops:
         gflops, source = args.gflops, "given (--gflops)"
     elif args.device == "cuda":
@@ -931,12 +972,13 @@ def _plan_cost(args: argparse.Namespace) -> int:
     total = sum(r.seconds or 0 for r in rules)
     if args.runtimes:
         limits = cost.runtime_limits(rules)
-        header = (f"# Runtime limits (minutes) from dphpo plan-cost at {gflops:,.0f} GFLOP/s ({source}): {cost.RUNTIME_SAFETY:g}x each\n"
+        header = (f"{RUNTIMES_HEADER} at {gflops:,.0f} GFLOP/s ({source}): {cost.RUNTIME_SAFETY:g}x each\n"
                   f"# rule's slowest job, at least {cost.RUNTIME_FLOOR_MIN}; the language rules (one rule for every study) per study\n"
                   f"# (by_study: that study's slowest job; the rule's runtime, the slowest study's, for any other).\n"
                   f"# Use: snakemake --configfile {' '.join(args.configfile)} {args.runtimes}\n")
         write_text(args.runtimes, header + yaml.safe_dump({"resources": limits}, sort_keys=True))
-        print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}")
+        # on stderr: --json's stdout is the JSON object alone
+        print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}", file=sys.stderr)
     if args.json:
         print(json.dumps({"gflops": gflops, "source": source, "lm_tflops": lm_tflops, "lm_source": lm_source,
                           "overhead_s": args.overhead, "total_seconds": total, "rules": [vars(r) for r in rules]}, indent=2))
@@ -1075,6 +1117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 2)
     except (ValueError, DPHPOError) as err:
         return _fail("dphpo", str(err))
+    except BrokenPipeError:  # the output piped into a reader that stopped early (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit must not raise again
+        return 0
 
 
 if __name__ == "__main__":

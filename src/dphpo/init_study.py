@@ -20,12 +20,13 @@ import yaml
 
 from dphpo import layout
 from dphpo.data.files import FileDataset, table_columns
-from dphpo.errors import ConfigError
+from dphpo.data.registry import DATASETS
+from dphpo.errors import ConfigError, DPHPOError
 from dphpo.features.extractors import get_extractor
 from dphpo.hpo.linear_scaling_plan import LinearScalingConfig, no_signal, safeguarded_section, stage_searches
 from dphpo.hpo.papernot_steinke import PSConfig, fitting_max_trials
 from dphpo.hpo.selection import AUTO, selection_rule
-from dphpo.io import write_text
+from dphpo.io import check_writable, write_text
 from dphpo.studies.checks import load_config_file
 from dphpo.studies.validate import SCHEMA, validate_config
 
@@ -105,14 +106,15 @@ def dataset_section(kind: str, path: Path, text_field: str | None = None, label_
     return section
 
 
-def common_shape(section: dict, embedded: dict) -> dict:
-    """`image_size` and `image_mode` of an image folder: always the extractor's input resolution and rgb,
-    chosen without reading a pixel. Written only where the images mixed sizes or modes, the choice would
-    read the private images: one image of another size would resize every record (and move the
-    per-record subsets, which hash the fitted pixels)."""
+def common_shape(section: dict, extractors: dict) -> dict:
+    """`image_size` and `image_mode` of an image folder: always the extractor's input resolution (as
+    `extractors`, the sections of the config it goes into, define it) and rgb, chosen without reading a
+    pixel. Written only where the images mixed sizes or modes, the choice would read the private images:
+    one image of another size would resize every record (and move the per-record subsets, which hash
+    the fitted pixels)."""
     if section["kind"] != "image_folder":
         return {}
-    resolution = int(embedded["extractors"][EXTRACTORS["image_folder"][0]]["resolution"])
+    resolution = int(extractors[EXTRACTORS["image_folder"][0]]["resolution"])
     return {"image_size": [resolution, resolution], "image_mode": "rgb"}
 
 
@@ -180,10 +182,11 @@ def size_trial_caps(config: dict) -> None:
             section["max_trials"] = fitting_max_trials(psc, eps, delta)
 
 
-def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) -> tuple[dict, str | None]:
-    """`config` with one more dataset and its study (and its extractor if the config lacks it), and a note
-    on δ: lowered where the config's is at least 1/N of the new data (such a δ protects nobody, and the
-    workflow refuses it), named where it is above what `dphpo init` picks for a new config of that size."""
+def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict, delta: float) -> tuple[dict, str | None]:
+    """`config` (as its file holds it; its δ `delta`, the schema's default where it sets none) with one more
+    dataset and its study (and its extractor if the config lacks it), and a note on δ: lowered where the
+    config's is at least 1/N of the new data (such a δ protects nobody, and the workflow refuses it),
+    named where it is above what `dphpo init` picks for a new config of that size."""
     if found.name in (config.get("datasets") or {}) or any(s["dataset"] == found.name for s in config.get("studies") or []):
         raise ConfigError(f"datasets.{found.name}: the config already has a dataset of that name; pick another --name")
     new = new_config(found, section, embedded)
@@ -193,7 +196,8 @@ def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict) 
     for name, spec in new["extractors"].items():
         out.setdefault("extractors", {}).setdefault(name, spec)
     n = int(section["public_n_train"])
-    delta, wanted = float(out["privacy"]["delta"]), default_delta(n)
+    wanted = default_delta(n)
+    out.setdefault("privacy", {}).setdefault("delta", delta)  # stated where the schema's default was used
     if delta <= wanted:
         return out, None
     if delta * n < 1:
@@ -282,6 +286,26 @@ def size_note(config: dict, found: Inspection) -> str | None:
             "prior r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
 
 
+def existing_config(path: Path) -> tuple[dict, float]:
+    """(the config `path` holds, as written; its δ) for --add: refused, naming the file, unless the workflow
+    would run it (a file that is empty, a list, or invalid is not extended)."""
+    config = load_config_file(path)
+    if not isinstance(config, dict):
+        raise ConfigError(f"--add: {path} holds no config (expected a mapping of keys such as studies and privacy)")
+    validated = copy.deepcopy(config)
+    try:
+        validate_config(validated, SCHEMA, create_key=False)
+    except DPHPOError as err:
+        raise ConfigError(f"--add: {path} is not a valid config ({err}); fix it first (dphpo check-config {path})") from None
+    return config, float(validated["privacy"]["delta"])
+
+
+def own_name(path: Path) -> str:
+    """`dataset_name`, made distinct from the registry's datasets (tweets.csv: tweets_own)."""
+    name = dataset_name(path)
+    return f"{name}_own" if name in DATASETS else name
+
+
 def dataset_name(path: Path) -> str:
     """A dataset name from a file or folder name: ASCII letters, digits and _ (données.csv: donnees)."""
     ascii_stem = unicodedata.normalize("NFKD", path.stem.lower()).encode("ascii", "ignore").decode()
@@ -300,23 +324,31 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     if name is not None and not NAME.fullmatch(name):
         raise ConfigError(f"--name: {name!r} must be ASCII letters, digits and _ (it names the dataset's folders and "
                           f"config keys), e.g. --name {dataset_name(Path(name))}")
-    name = name or dataset_name(path)
+    if name in DATASETS:
+        raise ConfigError(f"--name: {name!r} is a dataset of dphpo's registry: your study's features and results would share its "
+                          f"paths (results/runs/{name}/...) and overwrite another config's; pick another, e.g. --name my_{name}")
+    name = name or own_name(path)
     out = Path(out) if out else Path("config") / f"{name}.yaml"
+    if out.is_symlink():  # --add updates the file the link names, which stays a link
+        out = out.resolve()
+    if out.is_dir():
+        raise ConfigError(f"--out: {out} is a folder; expected the config file to write, e.g. {out / (name + '.yaml')}")
     if out.exists() and not add:
         raise ConfigError(f"{out} exists: pass --add to put {name} into it, or another --out")
     if add and not out.exists():
         raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
+    check_writable(out, "--out")  # before the data are read
     embedded = yaml.safe_load(EMBEDDED.read_text())
+    target = existing_config(out) if add else None
     section = dataset_section(kind, path.resolve(), text_field, label_field, split_field)
-    section |= common_shape(section, embedded)
+    section |= common_shape(section, embedded["extractors"] | ((target[0].get("extractors") or {}) if add else {}))
     found = inspect_data(name, section)
     declare(found, section, public_n_train, public_test)
     # --add keeps the config's namespace (or its absence: a config without one keeps its tables' paths)
-    config, delta_note = (add_dataset(load_config_file(out), found, section, embedded) if add
+    config, delta_note = (add_dataset(target[0], found, section, embedded, target[1]) if add
                           else (new_config(found, section, embedded, study_namespace(out, name)), None))
     validate_config(copy.deepcopy(config), SCHEMA, create_key=False)
     command = f"snakemake --cores all --configfile {out} --replace-workflow-config"
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_text(out, render(config, command))
     return out, found, command, [n for n in (delta_note, size_note(config, found)) if n]
 

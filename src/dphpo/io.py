@@ -44,8 +44,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        if tmp_path.exists():  # mkstemp makes the file 0600; give it the mode a plain open() would
-            os.chmod(tmp_path, 0o666 & ~_umask())
+        if tmp_path.exists():  # mkstemp makes the file 0600: the replaced file's mode, else a plain open()'s
+            os.chmod(tmp_path, path.stat().st_mode & 0o777 if path.is_file() else 0o666 & ~_umask())
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -43,7 +43,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dphpo import layout
-from dphpo.errors import ConfigError
+from dphpo.errors import ConfigError, OutputFileError
 from dphpo.hpo.registry import NOT_DP_METHODS
 from dphpo.hpo.selection import accounted
 from dphpo.io import file_sha256, read_json, write_json, write_text
@@ -275,6 +275,8 @@ def find_releases(root: str | Path) -> list[Release]:
         if rel.split("/")[0] not in ("runs", "language"):
             continue
         record = read_json(path)  # refuses a damaged or edited record, naming it
+        if not isinstance(record, dict):
+            raise OutputFileError(f"{path}: expected a release record (a JSON object), got a JSON {type(record).__name__}")
         check_identity(rel, record)  # and one moved into another run's folder
         model = next((path.with_name(m) for m in MODEL_NAMES if path.with_name(m).is_file()), None)
         out.append(Release(rel, record, model.relative_to(root).as_posix() if model else None))

@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 import sys
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,26 +113,44 @@ class TreeDiff:
                     return f"array {name} differs"
         return None
 
-    def h5_difference(self, a: Path, b: Path) -> str | None:
+    @staticmethod
+    def h5_difference(a: Path, b: Path) -> str | None:
+        """The first group or dataset whose kind, dtype, shape, values or attributes differ (the container's
+        volatile attributes, H5_VOLATILE_ATTRS, aside)."""
+
         def walk(f) -> dict[str, Any]:
-            items: dict[str, Any] = {}
-            f.visititems(lambda name, obj: items.__setitem__(name, obj[()] if isinstance(obj, h5py.Dataset) else None))
+            items: dict[str, Any] = {"/": f}
+            f.visititems(items.__setitem__)
             return items
+
+        def attrs(obj) -> dict[str, np.ndarray]:
+            return {k: np.asarray(v) for k, v in obj.attrs.items() if k not in H5_VOLATILE_ATTRS}
+
+        def array_difference(x: np.ndarray, y: np.ndarray) -> str | None:
+            if x.dtype != y.dtype or x.shape != y.shape:
+                return f"{x.dtype}{list(x.shape)} vs {y.dtype}{list(y.shape)}"
+            return None if x.tobytes() == y.tobytes() else "values differ"
 
         with h5py.File(a, "r", locking=False) as fa, h5py.File(b, "r", locking=False) as fb:
             ia, ib = walk(fa), walk(fb)
             if sorted(ia) != sorted(ib):
                 return f"datasets {sorted(set(ia) ^ set(ib))}"
             for name, x in ia.items():
-                if x is not None and np.asarray(x).tobytes() != np.asarray(ib[name]).tobytes():
-                    return f"dataset {name} differs"
-            attrs_a = {k: v for k, v in fa.attrs.items() if k not in H5_VOLATILE_ATTRS}
-            attrs_b = {k: v for k, v in fb.attrs.items() if k not in H5_VOLATILE_ATTRS}
-            if sorted(attrs_a) != sorted(attrs_b):
-                return f"attributes {sorted(set(attrs_a) ^ set(attrs_b))}"
-            for k, v in attrs_a.items():
-                if np.asarray(v).tobytes() != np.asarray(attrs_b[k]).tobytes():
-                    return f"attribute {k} differs"
+                y = ib[name]
+                if isinstance(x, h5py.Dataset) != isinstance(y, h5py.Dataset):
+                    return f"{name}: a group in one file, a dataset in the other"
+                if isinstance(x, h5py.Dataset):
+                    found = array_difference(np.asarray(x[()]), np.asarray(y[()]))
+                    if found:
+                        return f"dataset {name}: {found}"
+                attrs_x, attrs_y = attrs(x), attrs(y)
+                where = "" if name == "/" else f" of {name}"
+                if sorted(attrs_x) != sorted(attrs_y):
+                    return f"attributes{where} {sorted(set(attrs_x) ^ set(attrs_y))}"
+                for k, v in attrs_x.items():
+                    found = array_difference(v, attrs_y[k])
+                    if found:
+                        return f"attribute {k}{where} differs ({found})"
         return None
 
     @staticmethod
@@ -174,7 +193,10 @@ def compare_trees(a: Path, b: Path, ignore_code_version: bool = False) -> tuple[
     found += [Difference(f, "only in the second tree") for f in sorted(set(files_b) - set(files_a))]
     common = sorted(set(files_a) & set(files_b), key=lambda f: (not f.endswith(".json"), f))
     for f in common:
-        what = diff.difference(a / f, b / f)
+        try:
+            what = diff.difference(a / f, b / f)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:  # a truncated or damaged file: named, not a traceback
+            what = f"unreadable as {(a / f).suffix or 'text'} in one tree or both ({type(err).__name__}: {err})"
         if what:
             found.append(Difference(f, what))
     return found, len(common)

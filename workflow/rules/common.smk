@@ -1,4 +1,5 @@
 # Config validation, wildcard constraints and input functions shared by every rule file.
+import difflib
 import glob
 import math
 import os
@@ -105,6 +106,21 @@ def drop_gpu_model_without_gpu(rules):
         if "gpu_model" in r.resources and not (gpu is not None and gpu.value):
             r.resources["gpu_model"] = None
             r.resources["slurm_partition"] = cpu_partition
+
+
+def check_resource_rules(rules):
+    """Every `resources.<name>` of the config names one of the workflow's rules: a misspelt name would
+    be ignored without a word, and its jobs run with the defaults (a cluster kills them at its limit).
+    """
+    known = sorted(r.name for r in rules)
+    for name in config.get("resources") or {}:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise WorkflowError(
+                f"invalid config: resources.{name} names none of the workflow's rules{hint}; "
+                f"they are {', '.join(known)}"
+            )
 
 
 def features_h5(wildcards):
@@ -371,7 +387,7 @@ def language_cache_settings(name):
 
 def language_settings_hash(name, method=None):
     """What a language job computes from (dphpo.studies.config.language_settings)."""
-    return config_hash(study_config.language_settings(config, name, method))
+    return study_config.language_settings_hash(config, name, method)
 
 
 def language_table_inputs(wildcards):

@@ -134,6 +134,8 @@ class FileDataset:
         if not self.path.exists():
             raise DatasetError(f"{self.key}.path: {self.path} does not exist")
         if self.kind == "image_folder":
+            if not self.path.is_dir():
+                raise DatasetError(f"{self.key}.path: {self.path} is a file; an image folder is a folder holding train/<class>/<image>")
             if not (self.path / "train").is_dir():
                 raise DatasetError(f"{self.key}.path: {self.path} has no train/ folder; expected {self.path}/train/<class>/<image> "
                                    f"(and optionally {self.path}/test/<class>/<image>){self._layout_hint()}")

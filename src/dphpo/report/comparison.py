@@ -119,7 +119,7 @@ def summarize(results: Sequence[dict]) -> list[dict]:
                 "method": method_label(method),
                 "private HPO": "yes" if private_hpo else "NO (oracle)" if method == ORACLE else "NO",
                 "seeds": len(runs),
-                "test accuracy (%)": pct(mean, std),
+                "test accuracy (%)": pct(mean, std, len(runs)),
                 TOTAL_EPS: total,
                 "δ": max(as_float(r["total_delta"]) for r in runs),
                 "RERR (%)": None if value is None else round(100 * value, 1),

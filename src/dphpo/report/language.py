@@ -20,7 +20,7 @@ import numpy as np
 from dphpo.hpo.selection import accounted
 from dphpo.io import atomic_path
 from dphpo.report import specs
-from dphpo.report.tables import Table, apply_design_notes, as_float, check_totals, load_results, mean_std
+from dphpo.report.tables import Table, apply_design_notes, as_float, check_totals, load_results, mean_std, plus_minus
 from dphpo.studies import config as study_config
 
 FIGURE4 = "figure4_language_pareto"  # its name in dphpo.layout.FIGURE
@@ -129,7 +129,9 @@ class Reader:
         if method not in _methods(spec):
             self.notes.append(f"language.studies.{study}.methods: add {method} for its rows")
             return []
-        return load_results(study_config.language_result_files(self.config, study, method))
+        paths = study_config.language_result_files(self.config, study, method)
+        study_config.check_language_inputs(paths, self.config, study, method)  # Snakemake may not have rerun them
+        return load_results(paths)
 
     def at(self, study: str, method: str, eps: float) -> list[dict]:
         return [r for r in self.records(study, method) if math.isclose(as_float(r["target"]["eps"]), eps, rel_tol=1e-9)]
@@ -152,7 +154,7 @@ def summary(records: list[dict], scale: float) -> dict[str, Any]:
     else:
         hpo = "included"
     return {
-        "metric": f"{mean:.2f} ± {std:.2f}",
+        "metric": plus_minus(mean, std, len(records)),
         "mean": mean,
         "total ε (incl. search)": max(as_float(r["total_eps"]) for r in records),
         "δ": max(as_float(r["total_delta"]) for r in records),

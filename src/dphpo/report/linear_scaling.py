@@ -65,7 +65,7 @@ def summarize(results: Sequence[dict], references: Sequence[dict]) -> list[dict]
                 TOTAL_EPS: max(as_float(r["total_eps"]) for r in runs) if private else math.inf,
                 "δ": runs[0]["total_delta"],
                 "seeds": len(runs),
-                "test accuracy (%)": pct(mean, std),
+                "test accuracy (%)": pct(mean, std, len(runs)),
                 "non-private (%)": None if ref is None else f"{100 * ref:.2f}",
                 "gap (points)": None if ref is None else round(100 * (ref - mean), 2),
                 "selection": runs[0]["selection"]["rule"] if private else f"{runs[0]['selection']['rule']} (NOT private)",

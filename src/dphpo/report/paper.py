@@ -84,7 +84,7 @@ class Summary:
 
     @property
     def acc(self) -> str:
-        return pct(self.mean, self.std)
+        return pct(self.mean, self.std, self.n)
 
 
 def test_fraction(record: dict) -> float:
@@ -222,7 +222,7 @@ def build_table5(p: Paper, plan: TablePlan, res: Results) -> Table:
         if shifted is not None:
             dropped = shifted["test_classes_dropped"]
             if s:
-                ood = pct(*mean_std(shifted["accuracy"]))
+                ood = pct(*mean_std(shifted["accuracy"]), len(shifted["accuracy"]))
             if refs:
                 ref_ood = f"{100 * shifted['reference_accuracy']:.2f}"
         ref = SEED000["table5"].get((rp.key["_train"], rp.key["_test"], rp.key["extractor"]))

@@ -229,8 +229,14 @@ def rerr(method_mean: float, random: tuple[float, float, int] | None, oracle: tu
     return (method_mean - random[0]) / gap
 
 
-def pct(mean: float, std: float) -> str:
-    return f"{100 * mean:.2f} ± {100 * std:.2f}"
+def plus_minus(mean: float, std: float, n: int, scale: float = 1.0) -> str:
+    """"mean ± std" over `n` seeds (×scale); one seed has no spread to show ("± 0.00" would claim one): its value alone."""
+    return f"{scale * mean:.2f}" if n < 2 else f"{scale * mean:.2f} ± {scale * std:.2f}"
+
+
+def pct(mean: float, std: float, n: int) -> str:
+    """`plus_minus` of accuracies, in percent."""
+    return plus_minus(mean, std, n, 100.0)
 
 
 # --- ε per run ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -116,7 +117,7 @@ def study_shape(config: dict, dataset: str, extractor: str, feature_dim: int | N
     own = (config.get("datasets") or {}).get(dataset) or {}
     spec = DATASETS.get(dataset)
     n = int(own.get("public_n_train") or (spec.public_n_train if spec else 0))
-    k = int(own.get("num_classes") or (spec.num_classes if spec else 0))
+    k = len(own["classes"]) if own.get("classes") else (spec.num_classes if spec else 0)  # own data: its declared label set
     return n, feature_dim or feature_width(config, dataset, extractor), k
 
 
@@ -128,6 +129,9 @@ def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
         return FEATURE_DIMS.get(extractor) or FEATURE_DIMS[kind]
     if kind == "raw":
         return RAW_WIDTHS.get(dataset)
+    own = (config.get("datasets") or {}).get(dataset) or {}
+    if kind == "identity" and own.get("kind") == "features":  # the user's own features: the .npz header's width
+        return _npz_width(own["path"])
     with torch.device("meta"):  # the architecture only: no weights, no memory
         if kind == "timm":
             import timm
@@ -137,6 +141,19 @@ def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
             arch = ((config.get("pretraining") or {}).get(spec.get("pretrain")) or {}).get("arch")
             return int(build_network(arch, 10).feature_dim) if arch else None
     return None
+
+
+def _npz_width(path: str) -> int | None:
+    """The width of `train_x` in an .npz, read from its header (no array loaded); None where unreadable
+    (the workflow's own checks name the file)."""
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open("train_x.npy") as f:
+            major, _ = np.lib.format.read_magic(f)
+            header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape = header(f)[0]
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    return int(shape[1]) if len(shape) == 2 else None
 
 
 def _search_rules(config: dict, method: str, variant: str) -> list[tuple[str, int, float]]:

@@ -49,7 +49,7 @@ def load_config(paths: Sequence[str | Path], schema: str | Path = SCHEMA) -> dic
     config: dict = {}
     for path in paths:
         if not Path(path).is_file():
-            raise ConfigError(f"config file {path} does not exist")
+            raise ConfigError(f"config file {path} {'is a folder' if Path(path).is_dir() else 'does not exist'}")
         data = checks.load_config_file(path)
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path}: expected a mapping of config keys, got {type(data).__name__}")
