@@ -106,7 +106,7 @@ def test_one_dpsgd_step_is_the_clipped_noisy_sum_over_the_expected_batch():
         per_sample.append(torch.cat([ref.weight.grad.reshape(-1), ref.bias.grad]))
     per_sample = torch.stack(per_sample)
     gen = secret_generator(seed)
-    keep = torch.rand(n, generator=gen) < 0.5
+    keep = torch.rand(n, generator=gen, dtype=torch.float64) < 0.5  # as the trainer draws it
     noise = torch.randn(per_sample.shape[1], generator=gen) * sigma * clip
     scale = torch.clamp(clip / per_sample.norm(dim=1), max=1.0) * keep
     expected = torch.cat([w.reshape(-1) for w in w0]) - lr * (scale @ per_sample + noise) / (0.5 * n)

@@ -71,7 +71,7 @@ def hand_step(task, lr, sigma, clip, seed):
         for acc, t in zip(clipped_sum, g):
             acc += c * t
     gen = secret_generator(seed)
-    torch.rand(task.n_train, generator=gen)  # the Poisson draw (q = 1: everyone is in)
+    torch.rand(task.n_train, generator=gen, dtype=torch.float64)  # the Poisson draw (q = 1: everyone is in)
     out = []
     with torch.no_grad():
         for p, s in zip(params, clipped_sum):

@@ -92,7 +92,7 @@ def test_bf16_hooks_step_is_the_clipped_noisy_sum_of_fp32_casts_of_bf16_gradient
     for i in range(task.n_train):  # each clipped contribution has norm ≤ C
         assert float(torch.sqrt(sum((coef[i] * g[i]).pow(2).sum() for g in grads))) <= C * (1 + 1e-6)
     gen = secret_generator(seed)
-    torch.rand(task.n_train, generator=gen)  # the Poisson draw (q = 1)
+    torch.rand(task.n_train, generator=gen, dtype=torch.float64)  # the Poisson draw (q = 1)
     start = task.build_model()
     expected = []
     for p, g in zip(start.parameters(), grads):
