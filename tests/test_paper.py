@@ -187,7 +187,7 @@ def test_minibatch_trainer_sums_a_poisson_subset_over_the_expected_batch():
     x, y = torch.randn(200, 6, generator=g, dtype=torch.float64), torch.randint(0, 4, (200,), generator=g)
     q, seed = 0.25, 11
     w = train_linear_dpgd(x, y, 4, n_public=len(y), trials=TrialBatch([1.0], [1], [0.0], [seed]), momentum=0.0, free_step=False, sample_rate=q)[0]
-    keep = torch.rand(200, generator=secret_generator(seed)) < q  # the trial's first draws
+    keep = torch.rand(200, generator=secret_generator(seed), dtype=torch.float64) < q  # the trial's first draws (float64, as drawn)
     resid = torch.softmax(torch.zeros(200, 4, dtype=torch.float64), 1) - torch.nn.functional.one_hot(y, 4)
     norms = resid.norm(dim=1) * x.norm(dim=1)
     scale = torch.clamp(1.0 / norms, max=1.0) * keep
