@@ -102,19 +102,25 @@ def test_tiny_language_study_end_to_end_within_budget(tmp_path, monkeypatch):
     assert "| LoRA" in (tmp_path / "results/tables/table20.md").read_text()
     # a table of another config refuses these releases (Snakemake may not rerun them: --rerun-triggers mtime)
     from dphpo.errors import OutputFileError
+    from dphpo.report.tables import load_results
     from dphpo.studies import config as study_config
     from dphpo.studies.validate import load_config
 
     monkeypatch.chdir(tmp_path)
+
+    def check_nonprivate(config):
+        paths = study_config.language_result_files(config, "tiny_lm", "nonprivate")
+        study_config.check_language_inputs(paths, load_results(paths), config, "tiny_lm", "nonprivate")
+
     config = load_config([ROOT / TINY])
-    study_config.check_language_inputs(targets, config, "tiny_lm", "random_search")  # the config that made them
-    study_config.check_language_inputs(study_config.language_result_files(config, "tiny_lm", "nonprivate"), config, "tiny_lm", "nonprivate")
+    study_config.check_language_inputs(targets, load_results(targets), config, "tiny_lm", "random_search")  # the config that made them
+    check_nonprivate(config)
     tiny_lm = next(s for s in config["language"]["studies"] if s["name"] == "tiny_lm")
     tiny_lm["training"]["batch_size"] = 20
     with pytest.raises(OutputFileError, match="other settings than language.studies.tiny_lm") as err:
-        study_config.check_language_inputs(targets, config, "tiny_lm", "random_search")
+        study_config.check_language_inputs(targets, load_results(targets), config, "tiny_lm", "random_search")
     assert targets[0] in str(err.value)
     config["language"]["pretrain"]["tiny_lm"]["steps"] = 6  # another version of the LM it fine-tunes
     tiny_lm["training"]["batch_size"] = 10
     with pytest.raises(OutputFileError, match="other settings"):
-        study_config.check_language_inputs(study_config.language_result_files(config, "tiny_lm", "nonprivate"), config, "tiny_lm", "nonprivate")
+        check_nonprivate(config)

@@ -130,8 +130,9 @@ class Reader:
             self.notes.append(f"language.studies.{study}.methods: add {method} for its rows")
             return []
         paths = study_config.language_result_files(self.config, study, method)
-        study_config.check_language_inputs(paths, self.config, study, method)  # Snakemake may not have rerun them
-        return load_results(paths)
+        records = load_results(paths)
+        study_config.check_language_inputs(paths, records, self.config, study, method)  # Snakemake may not have rerun them
+        return records
 
     def at(self, study: str, method: str, eps: float) -> list[dict]:
         return [r for r in self.records(study, method) if math.isclose(as_float(r["target"]["eps"]), eps, rel_tol=1e-9)]

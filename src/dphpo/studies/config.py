@@ -369,13 +369,12 @@ def language_settings_hash(config: dict, name: str, method: str | None = None) -
     return config_hash(language_settings(config, name, None if method == "nonprivate" else method))
 
 
-def check_language_inputs(paths: Any, config: dict, name: str, method: str) -> None:
-    """`check_inputs` for the releases of `method` on language study `name`: each must be the record its
-    path names and of the settings the config asks for. Raises OutputFileError."""
+def check_language_inputs(paths: Any, records: Any, config: dict, name: str, method: str) -> None:
+    """`check_inputs` for the releases of `method` on language study `name`, as read (`records`, each the
+    record its path names: dphpo.report.tables.load_results): each must be of the settings the config asks
+    for. Raises OutputFileError."""
     want = language_settings_hash(config, name, method)
-    for path in paths:
-        record = read_json(path)
-        check_identity(path, record)
+    for path, record in zip(paths, records, strict=True):
         had = (record.get("provenance") or {}).get("settings_hash")
         if had != want:
             why = "records no settings_hash: it was written by an older dphpo" if had is None else (
