@@ -10,11 +10,12 @@ from prv_accountant import PRVAccountant
 from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
 
 from dphpo.errors import ConfigError
-from dphpo.features import build_feature_cache, get_extractor
+from dphpo.features import build_feature_cache, expected_attrs, get_extractor, load_feature_cache
 from dphpo.features import pretrain as pt
 from dphpo.features.checkpoint import load_checkpoint, network_from_checkpoint
 from dphpo.features.continual import PrivateStageConfig, check_study_overlap
 from dphpo.features.extractors import upstream_privacy
+from dphpo.provenance import sha256_file
 from dphpo.train.dpsgd import train_dpsgd
 from dphpo.train.noise import secret_generator
 
@@ -86,6 +87,19 @@ def test_features_of_another_dataset_carry_the_extractors_guarantee(continual_ch
     with pytest.raises(ConfigError, match=r"pre-trained with DP on 'digits' itself"):
         build_feature_cache("digits", "cont", config, tmp_path / "digits" / "cont.h5", device="cpu", progress=False)
     assert not (tmp_path / "digits" / "cont.h5").exists()
+
+
+def test_a_cache_built_as_the_workflow_builds_it_loads_for_training(continual_checkpoint, tmp_path):
+    # the rule passes the checkpoint it found (its input) to a config section that names only `pretrain`:
+    # the cache must record the config's section, or every trainer refused the cache as of other settings
+    path, _ = continual_checkpoint
+    config = {"data_dir": "data", "datasets": {"mnist": {"max_train": 50, "max_test": 20}},
+              "extractors": {"cont": {"kind": "pretrained_public", "pretrain": "cont"}}}
+    out = tmp_path / "mnist" / "cont.h5"
+    attrs = build_feature_cache("mnist", "cont", config, out, device="cpu", progress=False, checkpoint=path)
+    assert attrs["extractor_spec"] == {"kind": "pretrained_public", "pretrain": "cont"}
+    assert attrs["checkpoint_sha256"] == sha256_file(path)  # which file it was: by content, not by path
+    assert load_feature_cache(out, expect=expected_attrs("mnist", "cont", config)).x_train.shape[1] == attrs["feature_dim"]
 
 
 def test_one_dpsgd_step_is_the_clipped_noisy_sum_over_the_expected_batch():

@@ -53,9 +53,8 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     data_spec = dataset_spec(config, dataset)
     if data_spec is None:
         raise DatasetError(f"unknown dataset {dataset!r}; known datasets: {', '.join(sorted(DATASETS))}")
-    spec = extractor_spec(config, extractor)
-    if checkpoint:
-        spec = {**spec, "checkpoint": str(checkpoint)}
+    configured = extractor_spec(config, extractor)  # what the cache records and every consumer expects
+    spec = {**configured, "checkpoint": str(checkpoint)} if checkpoint else configured  # its file: checkpoint_sha256
     ext = get_extractor(extractor, spec)
     check_modality(ext, dataset, data_spec.modality)
     opts = dataset_options(config, dataset)
@@ -91,7 +90,7 @@ def build_feature_cache(dataset: str, extractor: str, config: dict, out_path, *,
     attrs = dict(ext.attrs()) | ext.precision_attrs(dev)
     attrs.update(
         extractor=extractor,
-        extractor_spec=spec,
+        extractor_spec=configured,
         dataset=dataset,
         dataset_checksum=ds.checksum,
         dataset_source=ds.source,
