@@ -17,8 +17,8 @@ from dphpo import layout
 from dphpo.data import load_dataset
 from dphpo.errors import ConfigError, DatasetError, DPHPOError, FeatureCacheError
 from dphpo.features import build_feature_cache
-from dphpo.io import write_json
-from dphpo.resume import OWNER, _start_time, release_stale_lock
+from dphpo.io import read_json, write_json
+from dphpo.resume import OWNER, _start_time, record_lock_owner, release_stale_lock
 from dphpo.studies import config as study_config
 from dphpo.studies import trainers
 from dphpo.studies.trainers import trainer_settings
@@ -237,33 +237,72 @@ def test_a_shared_search_a_target_cannot_pay_for_is_refused_naming_the_variant()
 # --- resuming after kill -9: the lock of a killed run ------------------------------------------
 
 
-def _lock(workdir: Path, pid: int, start) -> None:
-    (workdir / ".snakemake" / "locks").mkdir(parents=True)
-    (workdir / ".snakemake" / "locks" / "0.output.lock").write_text("results/x\n")
-    write_json(workdir / OWNER, {"host": socket.gethostname(), "pid": pid, "start": start})
+def _lock(workdir: Path, pid: int, start, name: str = "0.output.lock", claimed: float | None = None) -> Path:
+    """A lock file `name` claimed by process `pid` (as record_lock_owner writes it)."""
+    (workdir / ".snakemake" / "locks").mkdir(parents=True, exist_ok=True)
+    path = workdir / ".snakemake" / "locks" / name
+    path.write_text("results/x\n")
+    owners = read_json(workdir / OWNER)["locks"] if (workdir / OWNER).exists() else {}
+    owners[name] = {"host": socket.gethostname(), "pid": pid, "start": start, "claimed": claimed or time.time() + 1}
+    write_json(workdir / OWNER, {"locks": owners})
+    return path
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 
 
 def test_stale_lock_is_released_only_when_its_process_is_gone(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holder = _sleeper()
     try:
-        _lock(tmp_path, holder.pid, _start_time(holder.pid))
+        lock = _lock(tmp_path, holder.pid, _start_time(holder.pid))
         assert release_stale_lock(tmp_path) is None  # still running: keep the lock
-        assert (tmp_path / ".snakemake" / "locks" / "0.output.lock").exists()
+        assert lock.exists()
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     message = release_stale_lock(tmp_path)
     assert message and str(holder.pid) in message
-    assert not list((tmp_path / ".snakemake" / "locks").iterdir()) and not (tmp_path / OWNER).exists()
+    assert not list((tmp_path / ".snakemake" / "locks").iterdir()) and read_json(tmp_path / OWNER) == {"locks": {}}
 
 
-def test_lock_newer_than_the_owner_record_is_kept(tmp_path):
-    _lock(tmp_path, 2**22 + 12345, None)  # a PID that does not exist
-    owner = tmp_path / OWNER
-    old = time.time() - 60
-    os.utime(owner, (old, old))  # the record of an earlier run; the lock is a later run's
+def test_lock_newer_than_its_claim_is_kept(tmp_path):
+    # the claim of an earlier run; the lock file of that name is a later run's, not claimed yet
+    lock = _lock(tmp_path, 2**22 + 12345, None, claimed=time.time() - 60)  # a PID that does not exist
     assert release_stale_lock(tmp_path) is None
-    assert (tmp_path / ".snakemake" / "locks" / "0.output.lock").exists()
+    assert lock.exists()
+
+
+def test_a_live_run_keeps_its_locks_when_another_run_that_claimed_later_is_gone(tmp_path):
+    # run A holds 0.*; run B (outputs that do not overlap) claimed 1.* later and was killed: only B's go
+    alive, gone = _sleeper(), _sleeper()
+    try:
+        a = _lock(tmp_path, alive.pid, _start_time(alive.pid), "0.output.lock")
+        b = _lock(tmp_path, gone.pid, _start_time(gone.pid), "1.output.lock")
+        unclaimed = tmp_path / ".snakemake" / "locks" / "2.output.lock"
+        unclaimed.write_text("results/y\n")
+        gone.send_signal(signal.SIGKILL)
+        gone.wait()
+        message = release_stale_lock(tmp_path)
+        assert message and str(gone.pid) in message and str(alive.pid) not in message
+        assert a.exists() and not b.exists() and unclaimed.exists()  # no claim: left to --unlock
+        assert set(read_json(tmp_path / OWNER)["locks"]) == {"0.output.lock"}
+    finally:
+        alive.send_signal(signal.SIGKILL)
+        alive.wait()
+
+
+def test_a_run_claims_only_the_lock_files_no_one_claimed(tmp_path, monkeypatch):
+    other = _sleeper()
+    try:
+        _lock(tmp_path, other.pid, _start_time(other.pid), "0.output.lock")
+        (tmp_path / ".snakemake" / "locks" / "1.output.lock").write_text("results/y\n")
+        record_lock_owner(tmp_path)
+        owners = read_json(tmp_path / OWNER)["locks"]
+        assert owners["0.output.lock"]["pid"] == other.pid and owners["1.output.lock"]["pid"] == os.getpid()
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
 
 
 @pytest.mark.slow
