@@ -146,10 +146,10 @@ def test_the_figure_axis_states_delta_and_names_the_oracle_only_where_it_is_draw
             for m, delta in (("linear_scaling", 1e-5), ("papernot_steinke", 1.01e-5), (comparison.ORACLE, 1e-5))
             for eps in (1.0, 8.0)]
     (ax,) = [a for a in comparison.figure(rows).axes if a.get_visible()]
-    assert ax.get_xlabel() == "total ε at δ ≤ 1.01e-05 (search included; oracle: search not accounted)"
+    assert ax.get_xlabel() == "target ε at δ ≤ 1.01e-05 (a run's total, search included, ≤ it; oracle: search not accounted)"
     private = [r for r in rows if r["method_id"] == "linear_scaling"]
     (ax,) = [a for a in comparison.figure(private).axes if a.get_visible()]
-    assert ax.get_xlabel() == "total ε at δ = 1e-05 (search included)"  # a bundle without the oracle
+    assert ax.get_xlabel() == "target ε at δ = 1e-05 (a run's total, search included, ≤ it)"  # a bundle without the oracle
 
 
 def test_eps_is_labelled_per_run_beside_the_mean_over_seeds(results):
@@ -266,3 +266,25 @@ def test_tables_warn_where_a_stage_picked_on_noise_and_where_selection_noise_dwa
     assert stage_signal_notes([ranked]) == []
     assert selection_noise_notes([record({}, std=300.0, n=1000)])[0].startswith("WARNING: d × e: selection noise std 300")
     assert selection_noise_notes([record({}, std=300.0, n=60000)]) == []
+
+
+def test_a_total_above_its_target_is_a_warning_of_the_table(results):
+    # the figure draws every point at its target ε: the table must say where a run spent more
+    over = fake_result("linear_scaling", "digits", "raw", 1.0, 0, 0.5)
+    over["total_eps"] = 1.3
+    table = comparison.build_table(comparison.summarize([over]))
+    assert table.notes[0] == "WARNING: a reported total exceeds its target: total ε spent (incl. search) per run=1.3 > target 1.0"
+    assert not any(n.startswith("WARNING: a reported total") for n in comparison.build_table(comparison.summarize(results)).notes)
+
+
+def test_a_diverged_run_shows_no_number_and_no_nan_ratio(results):
+    # a diverged model's score is stored as null (NaN): the cell says "–", never "nan ± nan", and no RERR
+    # of the other methods is divided by it
+    for r in results:
+        if r["method"] == "random_search" and r["provenance"]["dataset"] == "mnist" and r["target"]["eps"] == 8.0:
+            r["test_accuracy"] = None
+    rows = {(r["dataset"], r["target ε"], r["method_id"]): r for r in comparison.summarize(results)}
+    assert rows[("mnist", 8.0, "random_search")]["test accuracy (%)"] == "–"
+    assert rows[("mnist", 8.0, "linear_scaling")]["rerr"] is None
+    assert rows[("mnist", 1.0, "linear_scaling")]["rerr"] == pytest.approx(0.8)
+    assert comparison.pct(math.inf, math.nan, 3) == "∞"

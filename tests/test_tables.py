@@ -182,3 +182,17 @@ def test_selection_noise_that_dwarfs_the_training_size_is_warned_in_the_table():
 
     notes = selection_noise_notes([record("digits", 1438), record("mnist", 60000)])
     assert len(notes) == 1 and "digits × raw" in notes[0] and "±21 points" in notes[0]
+
+
+def test_a_diverged_language_run_is_a_dash_or_infinity_not_a_crash():
+    from dphpo.report import language
+
+    def record(metric, seed):
+        return {"method": "linear_scaling", "test_metric": metric, "total_eps": 1.0, "total_delta": 1e-5,
+                "target": {"eps": 1.0}, "released": {"r": 2.0}, "selection": {"rule": "noisy_train_accuracy"},
+                "provenance": {"study": "wikitext", "seed": seed}, "private": True}
+
+    # perplexity: NaN is stored as null, infinity as "inf"
+    assert language.summary([record(None, 0), record(30.0, 1)], 1.0)["metric"] == "–"
+    assert language.summary([record("inf", 0), record(30.0, 1)], 1.0)["metric"] == "∞"
+    assert language.summary([record(20.0, 0), record(30.0, 1)], 1.0)["metric"] == "25.00 ± 7.07"

@@ -33,6 +33,7 @@ from dphpo.report.tables import (
     mean_std,
     method_id,
     no_signal_notes,
+    overrun_notes,
     pct,
     private_design_keys,
     rerr,
@@ -161,7 +162,7 @@ def build_table(rows: list[dict], config: Mapping | None = None, results: Sequen
         "HPO methods compared at equal total budgets: test accuracy (mean ± std over seeds) and the total ε each "
         "method actually spent per run (one seed's run, its hyperparameter search included; the same for every seed)."
     )
-    notes = list(NOTES) + source_notes(rows, config) + selection_noise_notes(results) + no_signal_notes(results) + failure_notes(results)
+    notes = overrun_notes(rows) + list(NOTES) + source_notes(rows, config) + selection_noise_notes(results) + no_signal_notes(results) + failure_notes(results)
     table = Table(columns=list(COLUMNS), rows=[dict(r) for r in rows], caption=caption, notes=notes)
     return apply_design_notes(table, config)
 
@@ -260,7 +261,7 @@ def figure(rows: list[dict], references: Sequence[dict] = ()):
         oracle = "; oracle: search not accounted" if any(r["method_id"] == ORACLE for r in sub) else ""
         oracle += "; dotted: search not accounted (ε = ∞)" if any(not r["private_hpo"] and r["method_id"] != ORACLE for r in sub) else ""
         private = [r["total_delta"] for r in sub if r["private_hpo"]] or [r["total_delta"] for r in sub]
-        eps_axis(ax, [r["target ε"] for r in sub], f"total ε at {delta_text(private)} (search included{oracle})")
+        eps_axis(ax, [r["target ε"] for r in sub], f"target ε at {delta_text(private)} (a run's total, search included, ≤ it{oracle})")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")
         ax.grid(alpha=0.3)

@@ -237,12 +237,13 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
             rs = [mean_std([r["released"]["r"] for r in v]) for v in ours.values()]
             ax_r.errorbar(eps, [m for m, _ in rs], yerr=[s for _, s in rs], fmt="s", color="C0", capsize=3, label="linear scaling: released r (mean ± std)")
             target = min(ours, key=lambda t: abs(t - p.eps))
-            fit = ours[target][0]["search"]["fit"]
+            shown = ours[target][0]  # one seed's fit: the first record read, named by its own seed
+            fit = shown["search"]["fit"]
             if fit.get("x") == "eps":
                 xs_pts = [q["x"] for q in fit["points"]]
                 ys_pts = [q["r"] for q in fit["points"]]
                 xs = np.linspace(0, max(fit["x_final"], *xs_pts), 50)
-                ax_r.plot(xs, np.polyval(fit["coefficients"], xs), "--", color="C0", lw=1, label=f"its fit at target ε = {target:g}, seed {p.seeds[0]} (x: standalone ε)")
+                ax_r.plot(xs, np.polyval(fit["coefficients"], xs), "--", color="C0", lw=1, label=f"its fit at target ε = {target:g}, seed {(shown.get('provenance') or {}).get('seed', '?')} (x: standalone ε)")
                 ax_r.plot(xs_pts, ys_pts, "^", color="C0", ms=7, mfc="none", label="stage picks (ε_k, r_k)")
                 ax_r.plot([fit["x_final"]], [fit["r_clamped"]], "*", color="C0", ms=11, label="extrapolated to ε_f")
         ax_r.set_xlabel("ε")

@@ -20,7 +20,16 @@ import numpy as np
 from dphpo.hpo.selection import accounted
 from dphpo.io import atomic_path
 from dphpo.report import specs
-from dphpo.report.tables import Table, apply_design_notes, as_float, check_totals, load_results, mean_std, plus_minus
+from dphpo.report.tables import (
+    Table,
+    apply_design_notes,
+    as_float,
+    failure_notes,
+    load_results,
+    mean_std,
+    overrun_notes,
+    plus_minus,
+)
 from dphpo.studies import config as study_config
 
 FIGURE4 = "figure4_language_pareto"  # its name in dphpo.layout.FIGURE
@@ -119,6 +128,7 @@ class Reader:
     def __init__(self, config: dict):
         self.config = config
         self.notes: list[str] = []
+        self._read: dict[tuple[str, str], list[dict]] = {}  # (study, method): its records, read and checked once
 
     def records(self, study: str, method: str) -> list[dict]:
         """Records of `method` on `study`, all seeds and targets (nonprivate: one)."""
@@ -129,10 +139,16 @@ class Reader:
         if method not in _methods(spec):
             self.notes.append(f"language.studies.{study}.methods: add {method} for its rows")
             return []
-        paths = study_config.language_result_files(self.config, study, method)
-        records = load_results(paths)
-        study_config.check_language_inputs(paths, records, self.config, study, method)  # Snakemake may not have rerun them
-        return records
+        if (study, method) not in self._read:
+            paths = study_config.language_result_files(self.config, study, method)
+            records = load_results(paths)
+            study_config.check_language_inputs(paths, records, self.config, study, method)  # Snakemake may not have rerun them
+            self._read[study, method] = records
+        return self._read[study, method]
+
+    def read(self) -> list[dict]:
+        """Every record read so far."""
+        return [r for records in self._read.values() for r in records]
 
     def at(self, study: str, method: str, eps: float) -> list[dict]:
         return [r for r in self.records(study, method) if math.isclose(as_float(r["target"]["eps"]), eps, rel_tol=1e-9)]
@@ -147,10 +163,9 @@ def summary(records: list[dict], scale: float) -> dict[str, Any]:
     if not records:
         return {}
     mean, std = mean_std([as_float(r["test_metric"]) * scale for r in records])
-    first = records[0]
-    if not first.get("private", True):
+    if not all(r.get("private", True) for r in records):
         hpo = "none (non-private)"
-    elif not accounted(first):
+    elif not all(accounted(r) for r in records):
         hpo = "NOT included (oracle)"
     else:
         hpo = "included"
@@ -326,14 +341,13 @@ def build(config: dict, name: str) -> Table:
     rd = Reader(config)
     table = specs.resolve(spec.builder, globals())(config, rd)
     table.caption = f"{spec.title}. {table.caption}"
-    table.notes = sorted(set(rd.notes)) + [
+    table.notes = sorted(set(rd.notes)) + failure_notes(rd.read()) + [
         "Every private row's total ε includes every trial of its search, every selection release and the final run "
         "(PRV accounting of Poisson-subsampled Gaussian runs, prv-accountant upper bound); oracle rows say they do not."
     ]
     if not table.rows and not rd.notes:
         table.notes.insert(0, f"no rows: set language.tables.{name} to studies defined under language.studies")
-    for bad in check_totals(table.rows):  # cannot happen with the ledger's planning; say so if it does
-        table.notes.insert(0, f"WARNING: a reported total exceeds its target: {bad}")
+    table.notes = overrun_notes(table.rows) + table.notes
     return apply_design_notes(table, config)
 
 

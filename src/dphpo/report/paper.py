@@ -12,6 +12,7 @@ own setting (same dataset and extractor name as in config/paper.yaml); it is a r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +38,8 @@ from dphpo.report.tables import (
     Table,
     apply_design_notes,
     as_float,
-    check_totals,
     mean_std,
+    overrun_notes,
     pct,
     read_record,
     rerr,
@@ -102,9 +103,9 @@ def summarize(results: Sequence[dict]) -> Summary | None:
     mean, std = mean_std([test_fraction(r) for r in results])
     first = results[0]
     sel = first.get("selection") or {}
-    if not first.get("private", True):
+    if not all(r.get("private", True) for r in results):
         hpo = "none (non-private, ε = ∞)"
-    elif not accounted(first):  # the grid oracle, or a search selected by a non-private rule
+    elif not all(accounted(r) for r in results):  # the grid oracle, or a search selected by a non-private rule
         hpo = "NOT included (oracle)"
     else:
         hpo = "included"
@@ -157,7 +158,8 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
     for rp in plan.rows:
         r, o, s = (summarize(res.many(rp.sources[k])) for k in ("random", "oracle", "ours"))
         oracles.append(o)
-        value = rerr(s.mean, (r.mean, r.std, r.n), (o.mean, o.std, o.n)) if r and o and s else None
+        # RERR only for a search whose cost is in its ε (as the comparison table): an oracle of ours has none
+        value = rerr(s.mean, (r.mean, r.std, r.n), (o.mean, o.std, o.n)) if r and o and s and s.hpo == "included" else None
         reduction = None if value is None else round(100.0 * value, 2)
         language = rp.key.get("_language")
         ref = SEED000["table3"].get(("language", rp.key.get("_paper_ref")) if language else (rp.key["dataset"], rp.key["extractor"]))
@@ -461,7 +463,7 @@ def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:
                 "total ε (incl. search)": s.total_eps if s else None,
                 "HPO cost": s.hpo if s else None,
                 "accuracy (%)": points(s.mean) if s else None,
-                "std": points(s.std) if s else None,
+                "std": points(s.std) if s and s.n > 1 else None,  # one seed has no spread to show
                 "seeds": s.n if s else None,
                 "selection": s.selection if s else None,
                 "Panda et al. ε_f / acc": f"{ref[0]:g} / {ref[1]:g}" if ref else None,
@@ -566,7 +568,7 @@ def build_table16(p: Paper, plan: TablePlan, res: Results) -> Table:
         row["ε = ∞ (%)"] = points(ref_acc)
         last = sums.get(max(eps_list)) if eps_list else None
         row[f"gap ({max(eps_list):g} − ∞)" if eps_list else "gap"] = None if not (last and ref_acc is not None) else round(100.0 * (ref_acc - last.mean), 2)
-        row["total ε (incl. search)"] = " / ".join("–" if s is None else f"{s.total_eps:.4g}" for s in sums.values())
+        row["total ε (incl. search)"] = " / ".join("–" if s is None else "∞" if math.isinf(s.total_eps) else f"{s.total_eps:.4g}" for s in sums.values())
         row["HPO cost"] = next((s.hpo for s in sums.values() if s), None)
         row["selection"] = next((s.selection for s in sums.values() if s), None)
         ref = SEED000["table16"].get((rp.key["dataset"], rp.key.get("extractor")))
@@ -639,8 +641,7 @@ def build(config: dict, name: str, method_jobs: Iterable[Sequence[str]] | None =
     tp = plan_of(p, name)
     table = specs.resolve(spec.builder, globals())(p, tp, Results())
     table.caption = f"{spec.title}. {table.caption}"
-    for bad in check_totals(table.rows):  # cannot happen with the ledger's planning; say so if it does
-        table.notes.insert(0, f"WARNING: a reported total exceeds its target: {bad}")
+    table.notes = overrun_notes(table.rows) + table.notes
     return apply_design_notes(table, config)
 
 

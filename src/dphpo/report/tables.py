@@ -200,10 +200,9 @@ def selection_label(sel: dict) -> str:
 
 
 def as_float(value: Any) -> float:
-    """Numbers from result.json: JSON has no infinity, so it is stored as the string 'inf'."""
-    if isinstance(value, str):
-        return float(value)
-    return float(value)
+    """Numbers from result.json: JSON has no infinity or NaN, so they are stored as the string 'inf' and as
+    null (a diverged run's metric: NaN)."""
+    return math.nan if value is None else float(value)
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -220,8 +219,8 @@ RERR_MIN_SE, RERR_MIN_GAP = 2.0, 0.005
 def rerr(method_mean: float, random: tuple[float, float, int] | None, oracle: tuple[float, float, int] | None) -> float | None:
     """(method − random)/(oracle − random) on means over seeds (Panda et al. Table 3); `random` and `oracle`
     are (mean, std, seeds). None ("–") when either is missing or the denominator is within noise."""
-    if random is None or oracle is None:
-        return None
+    if random is None or oracle is None or not all(map(math.isfinite, (method_mean, random[0], oracle[0]))):
+        return None  # a mean over a diverged run (NaN, ∞) has no ratio
     gap = oracle[0] - random[0]
     se = math.sqrt(oracle[1] ** 2 / oracle[2] + random[1] ** 2 / random[2])
     if abs(gap) < max(RERR_MIN_SE * se, RERR_MIN_GAP):
@@ -230,7 +229,10 @@ def rerr(method_mean: float, random: tuple[float, float, int] | None, oracle: tu
 
 
 def plus_minus(mean: float, std: float, n: int, scale: float = 1.0) -> str:
-    """"mean ± std" over `n` seeds (×scale); one seed has no spread to show ("± 0.00" would claim one): its value alone."""
+    """"mean ± std" over `n` seeds (×scale); one seed has no spread to show ("± 0.00" would claim one): its value
+    alone. A mean over a diverged run (∞ perplexity, no score) shows as ∞ or –: the table's failure notes name it."""
+    if not math.isfinite(mean):
+        return "–" if math.isnan(mean) else ("∞" if mean > 0 else "−∞")
     return f"{scale * mean:.2f}" if n < 2 else f"{scale * mean:.2f} ± {scale * std:.2f}"
 
 
@@ -469,6 +471,12 @@ def stage_signal_notes(results: Iterable[dict]) -> list[str]:
         for (d, e, v), flags in sorted(found.items())
         if sum(flags)
     ]
+
+
+def overrun_notes(rows: Iterable[dict]) -> list[str]:
+    """A warning per total above its target (`check_totals`): cannot happen with the ledger's planning; a
+    table says so if it does, and its figures (drawn at the target ε) say nothing."""
+    return [f"WARNING: a reported total exceeds its target: {bad}" for bad in check_totals(rows)]
 
 
 def check_totals(rows: Iterable[dict]) -> list[str]:
