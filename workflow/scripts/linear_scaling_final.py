@@ -2,7 +2,6 @@
 all of the study's, or one of a variant with its own target list)."""
 
 from dphpo.hpo import linear_scaling
-from dphpo.io import read_json
 from dphpo.layout import files_by_target
 from dphpo.studies import config as study_config
 from dphpo.studies import jobs, writer
@@ -11,7 +10,7 @@ from dphpo.studies.trainers import build_trainer
 wc = snakemake.wildcards
 cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
-    study_config.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
+    stages = study_config.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
     noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
     results = linear_scaling.run_final(
@@ -21,7 +20,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
         study_config.selection_rule(cfg, trainer.n_public),
         snakemake.params.targets,
         noise,
-        stages=[read_json(p) for p in snakemake.input.stages],
+        stages=stages,
     )
     out = snakemake.output
     # each result's files by its own target ε (params.targets: the ε of each output, in their order)

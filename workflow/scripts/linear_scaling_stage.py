@@ -3,7 +3,7 @@ internal log (exact training accuracies of every trial): the final run reads it,
 
 from dphpo.hpo import linear_scaling
 from dphpo.hpo.common import INTERNAL_NOTICE
-from dphpo.io import read_json, write_json
+from dphpo.io import write_json
 from dphpo.studies import config as study_config
 from dphpo.studies import jobs, writer
 from dphpo.studies.trainers import build_trainer
@@ -13,9 +13,8 @@ cfg = study_config.variant_config(snakemake.config, wc.variant)
 with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
     noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
-    if snakemake.input.previous:  # a stage of other settings is refused, naming the keys that differ
-        study_config.check_inputs([snakemake.input.previous], snakemake.config)
-    previous = read_json(snakemake.input.previous) if snakemake.input.previous else None
+    # a previous stage of other settings is refused, naming the keys that differ
+    previous = study_config.check_inputs([snakemake.input.previous], snakemake.config)[0] if snakemake.input.previous else None
     stage = linear_scaling.run_stage(
         trainer,
         study_config.linear_scaling_config(cfg),

@@ -347,11 +347,12 @@ def check_identity(path: str | Path, record: dict) -> None:
                               f"moved from another run; delete it and rerun `snakemake {path}`")
 
 
-def check_inputs(paths: Any, config: dict) -> None:
-    """Refuse a stage or result file that is not the record its path names (`check_identity`) or was
-    computed with other settings than `config` asks for (after `rm -rf .snakemake`, `--rerun-triggers
-    mtime` or a copied tree, Snakemake may not rerun it), naming the file and the keys that differ.
-    Raises OutputFileError."""
+def check_inputs(paths: Any, config: dict) -> list[dict]:
+    """The records at `paths`, in order, once each is checked: a stage or result file that is not the record
+    its path names (`check_identity`) or was computed with other settings than `config` asks for (after
+    `rm -rf .snakemake`, `--rerun-triggers mtime` or a copied tree, Snakemake may not rerun it) is refused,
+    naming the file and the keys that differ. Raises OutputFileError."""
+    records = []
     for path in paths:
         record = read_json(path)
         check_identity(path, record)
@@ -361,6 +362,8 @@ def check_inputs(paths: Any, config: dict) -> None:
                 f"{path} was computed with other settings than the config asks for ({', '.join(keys[:8])} differ); "
                 f"delete it or rerun with `snakemake --forcerun {path}`"
             )
+        records.append(record)
+    return records
 
 
 def language_settings_hash(config: dict, name: str, method: str | None = None) -> str:
