@@ -304,3 +304,40 @@ def test_verify_release_with_the_config_checks_hashes_and_that_nothing_is_left_o
     assert "--configfile: no such file" in capsys.readouterr().err
     assert main(["release", "--configfile", cfg]) == 2
     assert "RESULTS_DIR and OUT_DIR missing: give RESULTS_DIR OUT_DIR before --configfile" in capsys.readouterr().err
+
+
+def _claiming(ledger, claim: float, delta: float = 1e-5) -> dict:
+    return {"method": "x", "total_eps": claim, "total_delta": delta, "target": {"eps": 50.0},
+            "privacy": {"total": {"eps": claim}, "entries": [e.to_dict() for e in ledger.entries]}}
+
+
+@pytest.mark.parametrize("q, sigma, steps", [(0.01, 1.0, 1000), (0.01, 4.0, 200), (0.001, 0.8, 10000)])
+def test_a_prv_claim_is_checked_one_sided_against_a_lower_bound_on_the_true_eps(q, sigma, steps):
+    # the claim is prv-accountant's upper bound; dp_accounting's PLD (also an upper bound) may lie above it
+    # (q = 0.001: 0.7958 vs 0.7925): accepted. A claim below prv-accountant's lower bound is provably too
+    # small and fails, however close to the PLD value (the 2 % + 0.02 tolerance let 1.78 for 1.83 through)
+    from dphpo.privacy.ledger import Ledger, LedgerEntry
+    from dphpo.privacy.prv import prv_eps_bounds_subsampled_gaussian
+    from dphpo.verify import check_record
+
+    ledger = Ledger([LedgerEntry.prv("run", q, sigma, steps)])
+    claim = ledger.total(1e-5)["eps"]
+    assert check_record(_claiming(ledger, claim), "f").ok
+    lower = prv_eps_bounds_subsampled_gaussian(q, sigma, steps, 1e-5)["eps_lower"]
+    check = check_record(_claiming(ledger, lower * 0.999), "f")
+    assert not check.ok and "below a lower bound" in check.problems[0]
+    assert not check_record(_claiming(ledger, claim * 1.2 + 0.05), "f").ok  # far above: an entry missing
+
+
+def test_a_ledger_of_a_prv_run_and_an_rdp_curve_passes_and_a_smaller_claim_fails():
+    # the ledger rounds a Poisson run's RDP orders up to integers (a little looser than dp_accounting's
+    # fractional orders): a correct claim is not flagged as "an entry missing"
+    from dphpo.privacy.ledger import Ledger, LedgerEntry
+    from dphpo.privacy.tuning import ps_ledger_entry
+    from dphpo.verify import check_record
+
+    ledger = Ledger([LedgerEntry.prv("run", 0.01, 1.0, 1000), ps_ledger_entry(0.3, "geometric", 5)])
+    claim = ledger.total(1e-5)["eps"]
+    check = check_record(_claiming(ledger, claim), "f")
+    assert check.ok, check.problems
+    assert not check_record(_claiming(ledger, check.recomputed_eps * 0.999), "f").ok

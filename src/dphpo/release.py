@@ -51,7 +51,7 @@ from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
 from dphpo.studies.config import check_identity, table_labels
 from dphpo.studies.validate import load_config
-from dphpo.verify import MISSING, NUMERIC_ATOL, NUMERIC_RTOL, check_record, missing_releases, recompute, verify_tree
+from dphpo.verify import MISSING, check_record, claim_problems, missing_releases, recompute, verify_tree
 
 STATEMENT = "PRIVACY.md"
 STATEMENT_JSON = "privacy.json"
@@ -703,11 +703,11 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
         if missing or extra:
             problems.append(f"{STATEMENT_JSON}: {st.dataset}'s releases differ from the bundle's "
                             f"(unstated: {missing[:3]}, stated but absent: {extra[:3]})")
-        eps, how = recompute({"privacy": {"entries": st.entries()}, "total_delta": st.delta})
+        composed = {"privacy": {"entries": st.entries()}, "total_delta": st.delta}
+        eps, how = recompute(composed)
         claimed = float(d["composed"]["eps"])
-        if eps is not None and abs(eps - claimed) > NUMERIC_RTOL * claimed + NUMERIC_ATOL:
-            problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε {claimed:.6g} is not the releases' "
-                            f"{eps:.6g} ({how})")
+        if eps is not None and (why := claim_problems(claimed, composed, eps, how)):
+            problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε is not the releases' ({how}): {why[0]}")
         if st.bundle_is_infinite and d.get("bundle_eps") != "inf":  # PRIVACY.md: rebuilt from the statement
             problems.append(f"{STATEMENT_JSON}: the bundle holds non-private releases about {st.dataset}, or "
                             "releases on an extractor pretrained on it without noise, but does not state that "
