@@ -60,6 +60,12 @@ def test_replace_one_doubles_mu_and_sigma():
     assert rep.describe()["adjacency"] == "replace_one" and rep.describe()["sensitivity_factor"] == 2.0
     prv_rep = PrvAccountant(DELTA, adjacency="replace_one")  # full batch: PRV of the Gaussian, sensitivity 2
     assert prv_rep.standalone_eps(10.0, 25) == pytest.approx(rep.standalone_eps(10.0, 25), abs=0.02)
+    # its ledger entry records the event (σ/2 at sensitivity 1) and, named, the σ the run trained with:
+    # a reader re-accounting the trained σ under add/remove would otherwise find a smaller ε
+    entry = prv_rep.entry("run", 10.0, 25, details={"sigma": 10.0})
+    assert entry.details["sigma"] == 5.0 and entry.details["trained_sigma"] == 10.0
+    assert entry.details["adjacency"] == "replace_one"
+    assert "trained_sigma" not in PrvAccountant(DELTA).entry("run", 10.0, 25).details
 
 
 # --- independent libraries -----------------------------------------------------------------------

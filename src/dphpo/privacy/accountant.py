@@ -340,7 +340,10 @@ class PrvAccountant(_Accountant):
         }
 
     def entry(self, what: str, sigma: float, steps: int, details: dict | None = None) -> LedgerEntry:
-        # replace-one (full batch only) doubles the sensitivity: the same as half the noise multiplier
+        # replace-one (full batch only) doubles the sensitivity: the same as half the noise multiplier. The
+        # entry's `sigma` is the event's (sensitivity 1); the σ the run trained with is kept beside it, named
+        if self.factor != 1.0:
+            details = dict(details or {}) | {"adjacency": self.adjacency, "trained_sigma": float(sigma)}
         return LedgerEntry.prv(what, self.q, sigma / self.factor, int(steps), self.eps_error, details=details)
 
     def gaussian_eps(self, mu: float) -> float:

@@ -59,7 +59,8 @@ class LedgerEntry:
 
     @classmethod
     def of(cls, what: str, event: Event, count: int = 1, details: dict[str, Any] | None = None) -> LedgerEntry:
-        """The entry recording `event` (`count` times) for the reason `what`."""
+        """The entry recording `event` (`count` times) for the reason `what`; `details` are the caller's notes,
+        and where one names a field of the event (e.g. `sigma`), the event's value is the one recorded."""
         stored = event.stored_fields()
         return cls(
             what=what,
