@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import shutil
 
 import numpy as np
@@ -255,6 +256,36 @@ def test_text_tables_with_string_labels(tmp_path, suffix):
     ds = _spec("texts", kind="text_table", path=str(path)).load()
     assert ds.modality == "text" and ds.classes == ["neg", "neutral", "pos"]
     assert ds.n_train + ds.n_test == 30 and 0 < ds.n_test < 15  # a per-record split: about 20 % of the rows
+
+
+def test_a_tsv_quote_is_a_character_and_a_jsonl_line_must_be_an_object(tmp_path):
+    # TSV has no quoting: a text opening with a quote used to swallow the rows up to the next quote
+    path = tmp_path / "texts.tsv"
+    lines = ["text\tlabel"] + [f'"quoted {i} text\tpos' if i % 3 == 0 else f"plain {i}\tneg" for i in range(12)]
+    path.write_text("\n".join(lines) + "\n")
+    ds = _spec("texts", kind="text_table", path=str(path)).load()
+    texts = list(ds.train_inputs) + list(ds.test_inputs)
+    assert len(texts) == 12 and '"quoted 0 text' in texts
+    path = tmp_path / "texts.jsonl"
+    path.write_text(json.dumps({"text": "a", "label": "x"}) + "\n" + json.dumps(["b", "y"]) + "\n")
+    with pytest.raises(DatasetError, match=r"texts.jsonl line 2: not a JSON object"):
+        _spec("texts", kind="text_table", path=str(path)).load()
+
+
+def test_the_digest_cache_sees_a_copy_that_keeps_size_and_mtime(image_folder, tmp_path):
+    # `cp -p` / `rsync -t`: other bytes, the same size and mtime; the inode or ctime tell the copy apart
+    config = {"datasets": {"mine": {"kind": "image_folder", "path": str(image_folder)}}}
+    cache = tmp_path / "cache"
+    first = content_checksum(config, "mine", cache)
+    one = next((image_folder / "train").rglob("*.png"))
+    st = one.stat()
+    other = tmp_path / "other.png"
+    Image.fromarray(np.full((8, 8), 9, np.uint8)).save(other)
+    other.write_bytes(other.read_bytes()[: st.st_size].ljust(st.st_size, b"\0"))  # the same size
+    shutil.move(other, one)
+    os.utime(one, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert one.stat().st_size == st.st_size and one.stat().st_mtime_ns == st.st_mtime_ns
+    assert content_checksum(config, "mine", cache) != first
 
 
 def test_sentence_pairs_and_a_split_column(tmp_path):

@@ -270,6 +270,55 @@ def test_a_hub_corpus_takes_its_classes_from_the_card_never_from_the_private_lab
         card_num_classes(types.SimpleNamespace(dtype="int64"), "hf:x", "label")  # a plain integer column
 
 
+def _fake_hub(monkeypatch, splits: dict[str, dict[str, list]], n_classes: int = 2) -> None:
+    """A stand-in `datasets` module (no network): load_dataset returns `splits` (split: {column: values})."""
+    import sys
+    import types
+
+    class Split:
+        def __init__(self, cols):
+            self.cols, self.column_names = cols, list(cols)
+            self.info = types.SimpleNamespace(splits={})
+            self.features = {"label": types.SimpleNamespace(num_classes=n_classes)}
+
+        def __getitem__(self, key):
+            return self.cols[key]
+
+    fake = types.ModuleType("datasets")
+    fake.__version__ = "fake"
+    fake.load_dataset = lambda path, config=None, revision=None: {k: Split(v) for k, v in splits.items()}
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+
+
+def test_a_hub_corpus_is_read_as_texts_with_labels_of_its_card_or_refused_naming_the_key(monkeypatch):
+    import pytest
+
+    from dphpo.data.text import load_text
+    from dphpo.errors import ConfigError
+
+    pinned = {"revision": "0" * 40}
+    # a dialogue column (PersonaChat's history): its turns one per line, never the list's Python repr
+    _fake_hub(monkeypatch, {"train": {"history": [["Hi!", "Hello, how are you?"], ["Fine."]]}, "test": {"history": [["Yo"]]}})
+    corpus = load_text({"name": "hf:chat", "text_field": "history", **pinned})
+    assert list(corpus.train) == ["Hi!\nHello, how are you?", "Fine."]
+    _fake_hub(monkeypatch, {"train": {"text": [{"a": 1}]}, "test": {"text": ["x"]}})
+    with pytest.raises(ConfigError, match="text_field 'text' holds dict values"):
+        load_text({"name": "hf:odd", **pinned})
+    # GLUE's test split: every label -1 (no answers); a label past the card's classes
+    glue = {"train": {"sentence": ["good", "bad"], "label": [1, 0]}, "test": {"sentence": ["fine"], "label": [-1]}}
+    _fake_hub(monkeypatch, glue)
+    sst2 = {"name": "hf:glue", "config": "sst2", "text_field": "sentence", "label_field": "label", **pinned}
+    with pytest.raises(ConfigError, match=r"split 'test' has labels outside 0..1 .*use another test_split"):
+        load_text(sst2)
+    glue["validation"] = {"sentence": ["fine"], "label": [1]}
+    _fake_hub(monkeypatch, glue)
+    assert load_text({**sst2, "test_split": "validation"}).y_test.tolist() == [1]
+    with pytest.raises(ConfigError, match=r"data.test_split: hf:glue has no split 'dev'; its splits: train, test, validation"):
+        load_text({**sst2, "test_split": "dev"})
+    with pytest.raises(ConfigError, match=r"split 'train' has no column 'sentence2'"):
+        load_text({**sst2, "text_field": ["sentence", "sentence2"], "test_split": "validation"})
+
+
 def test_data_checksums_frame_every_part():
     """Audit: texts and arrays were hashed back to back, so moving a text from train to test, a 2/3 and a 3/2
     split of the same rows, or one question's fields spread over two, gave equal checksums."""

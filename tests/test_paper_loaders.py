@@ -179,6 +179,15 @@ def test_squad_reads_the_official_json(tmp_path):
     assert scores == {"exact": 100.0, "f1": 100.0, "total": 2}
 
 
+def test_squad_refuses_a_repeated_question_id(tmp_path):
+    # answers and predictions are keyed by id: two questions of one id were scored as one
+    qa = {"id": "q1", "question": "Who sat?", "answers": [{"text": "The cat", "answer_start": 0}], "is_impossible": False}
+    doc = {"data": [{"title": "T", "paragraphs": [{"context": "The cat sat.", "qas": [qa, dict(qa, question="Who?")]}]}]}
+    (tmp_path / "dev-v2.0.json").write_text(json.dumps(doc))
+    with pytest.raises(DatasetError, match="question id 'q1' occurs more than once"):
+        read_squad(tmp_path / "dev-v2.0.json")
+
+
 def test_squad_missing_file_names_the_key(tmp_path):
     with pytest.raises(DatasetError, match="datasets.squad.path"):
         read_squad(tmp_path / "dev-v2.0.json")

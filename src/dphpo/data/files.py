@@ -508,9 +508,13 @@ def read_table(path: Path, key: str) -> list[dict]:
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if line.strip():
                     try:
-                        rows.append(json.loads(line))
+                        row = json.loads(line)
                     except json.JSONDecodeError as exc:
                         raise DatasetError(f"{key}.path: {path} line {i}: not JSON ({exc.msg})") from None
+                    if not isinstance(row, dict):
+                        raise DatasetError(f"{key}.path: {path} line {i}: not a JSON object (one record per line, "
+                                           f"its fields by name), got {type(row).__name__}")
+                    rows.append(row)
             return rows
         import pandas as pd  # Parquet only: pandas takes a second to import
 
@@ -552,7 +556,10 @@ def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:
     unterminated quote is refused naming its line."""
     rows = []
     with path.open(newline="", encoding="utf-8-sig") as fh:
-        reader = csv.DictReader(fh, delimiter=delimiter, strict=True)
+        # TSV has no quoting (IANA text/tab-separated-values): a quote is a character of the text, never the
+        # start of a cell that runs on over the next rows (several records read as one)
+        quoting = {"quoting": csv.QUOTE_NONE} if delimiter == "\t" else {}
+        reader = csv.DictReader(fh, delimiter=delimiter, strict=True, **quoting)
         try:
             for row in reader:
                 if None in row or None in row.values():  # more, or fewer, cells than the header names

@@ -60,17 +60,18 @@ def files_digest(root: Path, relative: Sequence[str]) -> str:
 def files_checksum(root: Path, files: Sequence[Path], cache: Path | None = None) -> str:
     """sha256 over (path relative to root, sha256 of the bytes) of each file, in sorted order.
 
-    `cache` (a JSON file) keeps each file's digest beside its size and mtime, so the workflow's parse
-    step, which checksums the data to rerun what an edited file changes, rereads only files whose
-    stat changed; the checksum itself depends on names and bytes only."""
+    `cache` (a JSON file) keeps each file's digest beside its size, mtime, inode and ctime, so the
+    workflow's parse step, which checksums the data to rerun what an edited file changes, rereads only
+    files whose stat changed (a copy that keeps size and mtime, `cp -p` or `rsync -t`, still has a new
+    inode or ctime); the checksum itself depends on names and bytes only."""
     known = _read_digest_cache(cache)
     digests, digest = {}, hashlib.sha256()
     for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
         rel = f.relative_to(root).as_posix()
         st = f.stat()
-        stamp = [st.st_size, st.st_mtime_ns]
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         entry = known.get(str(f.resolve()))
-        file_digest = entry[2] if entry and entry[:2] == stamp else file_sha256(f)
+        file_digest = entry[-1] if entry and entry[:-1] == stamp else file_sha256(f)
         digests[str(f.resolve())] = [*stamp, file_digest]
         digest.update(len(rel).to_bytes(8, "little") + rel.encode() + bytes.fromhex(file_digest))
     if cache is not None and digests != {k: known.get(k) for k in digests}:

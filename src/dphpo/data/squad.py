@@ -60,6 +60,11 @@ def read_squad(path: str | Path, key: str = "datasets.squad.path") -> list[Squad
         raise DatasetError(f"{key}: {path.name}: an entry lacks {exc} (official SQuAD v2 format)") from None
     if not out:
         raise DatasetError(f"{key}: {path.name} holds no questions")
+    seen: set[str] = set()
+    for e in out:  # answers and predictions are keyed by id: a repeated id would score two questions as one
+        if e.id in seen:
+            raise DatasetError(f"{key}: {path.name}: question id {e.id!r} occurs more than once (ids must be unique)")
+        seen.add(e.id)
     return out
 
 

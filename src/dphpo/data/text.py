@@ -220,13 +220,21 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
     text_key = spec.get("text_field", "text")
     label_key = spec.get("label_field")
     train_split, test_split = spec.get("train_split", "train"), spec.get("test_split", "test")
+    for key, split in (("train_split", train_split), ("test_split", test_split)):
+        if split not in ds:
+            raise ConfigError(f"language.studies[].data.{key}: hf:{path} has no split {split!r}; its splits: {', '.join(ds)}")
+    for key in [*(text_key if isinstance(text_key, list) else [text_key]), *([label_key] if label_key else [])]:
+        for split in (train_split, test_split):
+            if key not in ds[split].column_names:
+                raise ConfigError(f"language.studies[].data: hf:{path} split {split!r} has no column {key!r}; its "
+                                  f"columns: {', '.join(ds[split].column_names)}")
 
     def texts(split: str) -> list:
         if isinstance(text_key, list):  # a sentence pair (GLUE QNLI, QQP, MNLI): tuples, encoded as pairs
             if label_key is None:
                 raise ConfigError(f"corpus hf:{path}: text_field {text_key} is a sentence pair, which only classification takes")
-            return list(zip(*([str(t) for t in ds[split][k]] for k in text_key)))
-        values = [str(t) for t in ds[split][text_key]]
+            return list(zip(*(column_texts(ds[split][k], f"hf:{path}", k) for k in text_key)))
+        values = column_texts(ds[split][text_key], f"hf:{path}", text_key)
         return values if label_key is not None else [t for t in values if t.strip()]  # LM: drop empty lines
 
     out = TextSplits(
@@ -240,10 +248,35 @@ def load_hf_text(path: str, spec: dict) -> TextSplits:
     if train_split in published:  # the card's size of the whole split, never a count of the downloaded texts
         out.public_n_train = int(published[train_split].num_examples)
     if label_key is not None:
-        out.y_train = np.asarray(ds[train_split][label_key], np.int64)
-        out.y_test = np.asarray(ds[test_split][label_key], np.int64)
         out.num_classes = card_num_classes(ds[train_split].features.get(label_key), f"hf:{path}", label_key)
+        out.y_train, out.y_test = (check_labels(ds[split][label_key], out.num_classes, f"hf:{path}", label_key, split)
+                                   for split in (train_split, test_split))
     return out
+
+
+def column_texts(values: list, corpus: str, key: str) -> list[str]:
+    """The texts of a corpus column: strings as they are; a list of strings (a dialogue's turns, e.g.
+    PersonaChat's `history`) one item per line, never its Python repr; anything else refused, naming it."""
+    out = []
+    for value in values:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            value = "\n".join(value)
+        if not isinstance(value, str):
+            raise ConfigError(f"corpus {corpus}: text_field {key!r} holds {type(value).__name__} values, not texts "
+                              "(or lists of texts); name a text column")
+        out.append(value)
+    return out
+
+
+def check_labels(values: list, num_classes: int, corpus: str, key: str, split: str) -> np.ndarray:
+    """A split's labels as int64, each in [0, num_classes) as the card declares (a split without labels, such
+    as GLUE's test split with every label -1, is refused: it would score a model against no answers)."""
+    y = np.asarray(values, np.int64)
+    bad = (y < 0) | (y >= num_classes)
+    if bad.any():
+        raise ConfigError(f"corpus {corpus}: split {split!r} has labels outside 0..{num_classes - 1} in {key!r} "
+                          f"(e.g. {int(y[bad][0])}): an unlabelled split? use another test_split (GLUE: validation)")
+    return y
 
 
 def card_num_classes(feature, corpus: str, label_key: str) -> int:

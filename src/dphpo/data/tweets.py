@@ -56,6 +56,8 @@ def read_tweets_csv(path: Path) -> tuple[list[str], list[str]]:
     for row in reader:
         if not row:
             continue
+        if len(row) < 3:
+            raise DatasetError(f"{path} line {reader.line_num}: {len(row)} cells where sentiment, confidence and text are expected")
         sentiments.append(row[0].strip())
         texts.append(row[2])
     return sentiments, texts

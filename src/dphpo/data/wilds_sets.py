@@ -175,12 +175,16 @@ def _fmow_rows(root: Path, download: bool, name: str) -> tuple[Path, list[tuple[
 
 
 def _fmow_part(indexed: list[tuple[int, dict]], part: str) -> dict[str, list[tuple[int, dict]]]:
-    def year(r):
-        return int(r["timestamp"][:4])
+    def year(i: int, r: dict) -> int:
+        try:
+            return int(r["timestamp"][:4])
+        except ValueError:
+            raise DatasetError(f"rgb_metadata.csv data row {i + 1}: timestamp {r['timestamp']!r} does not start with a "
+                               "year (the WILDS fMoW v1.1 metadata)") from None
 
     if part == "id":
-        return {s: [(i, r) for i, r in indexed if r["split"] == s and year(r) < FMOW_ID_BEFORE] for s in ("train", "test")}
-    return {"train": [], "test": [(i, r) for i, r in indexed if r["split"] == "test" and year(r) >= FMOW_OOD_FROM]}
+        return {s: [(i, r) for i, r in indexed if r["split"] == s and year(i, r) < FMOW_ID_BEFORE] for s in ("train", "test")}
+    return {"train": [], "test": [(i, r) for i, r in indexed if r["split"] == "test" and year(i, r) >= FMOW_OOD_FROM]}
 
 
 def load_fmow(part: str, root: Path, download: bool = False):
