@@ -175,3 +175,8 @@ def test_a_study_on_the_private_stage_data_is_refused_and_other_data_allowed():
     config["studies"].pop()
     check_study_overlap(config)
     pt.check_pretraining_config(config)
+    # a stage on EMNIST and a study on MNIST: one source (NIST SD19), two statements that add up for a person in both
+    emnist = {"pretraining": {"cont": {**TINY, "private_stage": {**PRIVATE, "dataset": "emnist"}}},
+              "extractors": config["extractors"], "studies": [{"dataset": "mnist", "extractor": "cont"}]}
+    with pytest.warns(UserWarning, match=r"studies\[0\] \(mnist, cont\): EMNIST and MNIST both come from NIST .*two"):
+        check_study_overlap(emnist)
