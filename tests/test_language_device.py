@@ -156,7 +156,8 @@ def test_auto_is_the_gpu_when_there_is_one(monkeypatch):
 def test_provenance_names_the_device_used_and_its_model(monkeypatch):
     from dphpo.device import cpu_model, describe_device
 
-    assert describe_device("cpu") == {"device": "cpu", "model": cpu_model()} and cpu_model()
+    assert describe_device("cpu") == {"device": "cpu", "model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    assert cpu_model()
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
     assert describe_device("cuda:0") == {"device": "cuda:0", "model": "NVIDIA H100 80GB HBM3"}
     assert describe_device("meta") == {"device": "meta"}

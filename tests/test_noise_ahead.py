@@ -165,3 +165,16 @@ def test_a_trials_noise_differs_from_a_seed_equal_in_its_low_32_bits():
     seeds = [0x0BADC0DE, (1 << 40) | 0x0BADC0DE]
     w = train_linear_dpgd(x, y, 3, TrialBatch([0.5, 0.5], [3, 3], [2.0, 2.0], seeds), n_public=100)
     assert not torch.equal(w[0], w[1])
+
+
+def test_a_secret_generator_keeps_no_trace_of_its_seed():
+    # torch stores a generator's seed in its state (bytes 0-7) and initial_seed(): from the state of one
+    # label (e.g. DP-ZO's directions) the others' (its noise) could be rebuilt
+    from dphpo.train.noise import secret_generator
+
+    seed = 0x5EC2E7_0123_4567
+    directions, noise = secret_generator(seed, "directions"), secret_generator(seed, "noise")
+    assert directions.initial_seed() == noise.initial_seed() == 0
+    state = directions.get_state()
+    assert int.from_bytes(bytes(state[:8].tolist()), "little") == 0
+    assert not torch.equal(torch.randn(8, generator=directions), torch.randn(8, generator=noise))

@@ -62,6 +62,17 @@ def test_a_key_readable_by_others_is_refused(tmp_path):
         load_key(path)
 
 
+def test_a_dangling_link_or_a_folder_as_the_key_file_is_a_config_error_naming_it(tmp_path):
+    from dphpo.errors import ConfigError
+
+    link = tmp_path / "noise.key"
+    link.symlink_to(tmp_path / "gone.key")
+    with pytest.raises(ConfigError, match=r"noise.key is a link to .*gone.key, which does not exist"):
+        load_key(link)
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_key(tmp_path)
+
+
 def test_the_environment_names_the_key_file(tmp_path, monkeypatch):
     path = tmp_path / "env.key"
     create_key_file(path)

@@ -47,4 +47,7 @@ def describe_device(device: str | torch.device | None) -> dict[str, str]:
     device = choose_device(device)
     if device.type == "cuda":
         return {"device": str(device), "model": torch.cuda.get_device_name(device)}
-    return {"device": str(device), "model": cpu_model()} if device.type == "cpu" else {"device": str(device)}
+    if device.type != "cpu":
+        return {"device": str(device)}
+    # torch picks its vectorised kernels (normal_ among them) by this: same key, same numbers needs the same one
+    return {"device": str(device), "model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}

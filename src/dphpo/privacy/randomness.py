@@ -225,6 +225,11 @@ def load_key(path: str | os.PathLike | None = None, *, create: bool = True) -> N
     path, source = _locate(path)
     where = source or "noise key file"
     check_outside_results(path, where)
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"{where}: {path} is a link to {os.readlink(path)}, which does not exist; restore the key it "
+                          "pointed to, or remove the link")
+    if path.is_dir():
+        raise ConfigError(f"{where}: {path} is a folder; expected the key file (64 hex digits)")
     if not path.exists():
         if source is not None:
             raise ConfigError(
@@ -275,6 +280,10 @@ def _create_key_file(path: Path) -> None:
             os.link(tmp, path)  # fails if a parallel job created the key first: then use theirs
         except FileExistsError:
             pass
+        except OSError as err:  # a file system without hard links
+            raise ConfigError(f"cannot create the noise key file {path} ({err.strerror or err}): its folder's file system "
+                              "has no hard links (used to create it once among parallel jobs); create the key on a local "
+                              "file system and name it in privacy.noise_key_file or $" + ENV_VAR) from None
     finally:
         tmp.unlink(missing_ok=True)
 
