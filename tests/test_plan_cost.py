@@ -11,12 +11,12 @@ from dphpo.cli import main
 from dphpo.hpo.nonprivate import ceiling_grid
 from dphpo.hpo.space import SearchSpace
 from dphpo.studies import config as study_config
-from dphpo.studies import cost
+from dphpo.studies import cost, extraction_cost
 from dphpo.studies.validate import load_config
 
 from test_workflow import TINY, snakemake
 
-MODELLED = ("linear_scaling_stage", "linear_scaling_final", "run_method", "nonprivate_reference")
+MODELLED = ("linear_scaling_stage", "linear_scaling_final", "run_method", "nonprivate_reference", "extract_features")
 
 
 def dag_jobs(workdir, configfile=TINY) -> dict[str, int]:
@@ -30,7 +30,7 @@ def dag_jobs(workdir, configfile=TINY) -> dict[str, int]:
 def test_the_jobs_it_counts_are_the_dags(tmp_path):
     config = load_config([TINY])
     counted: dict[str, int] = {}
-    for r in cost.plan_cost(config, gflops=None):
+    for r in cost.plan_cost(config, gflops=None) + extraction_cost.extraction_costs(extraction_cost.extraction_jobs(config), None, 0.0):
         rule = r.rule.split(" ")[0]  # "run_method (oso_dpsgd_cnn)" is a run_method job too
         counted[rule] = counted.get(rule, 0) + r.jobs
     dag = dag_jobs(tmp_path)
@@ -232,3 +232,18 @@ def test_per_study_resources_name_a_language_study_of_a_rule_with_a_study_wildca
         load_config([LANGUAGE_TINY, extra])
     extra.write_text(json.dumps({"resources": {"language_cache": {"by_study": {"tiny_cls": {"mem_mb": 3000}}}}}))
     assert load_config([LANGUAGE_TINY, extra])["resources"]["language_cache"]["by_study"]["tiny_cls"] == {"mem_mb": 3000}
+
+
+def test_extraction_is_costed_by_the_published_sizes_and_the_extractors_forward_flop():
+    config = {"studies": [], "extractors": {"lite0": {"kind": "efficientnet_lite0_packaged", "resolution": 224},
+                                            "raw": {"kind": "raw"}}, "datasets": {"mnist": {"max_train": 1000}}}
+    # EfficientNet-Lite0 at 224 px: 0.39 GMAC published (timm), about 0.78 GFLOP
+    assert 0.7e9 < extraction_cost.forward_flop(config, "lite0") < 0.85e9
+    assert extraction_cost.forward_flop(config, "raw") == 0.0
+    assert extraction_cost.inputs_of(config, "mnist") == 1000 + 10000  # max_train caps the train split only
+    assert extraction_cost.inputs_of(config, "digits") == 1438 + 359
+    (rule,) = extraction_cost.extraction_costs([("mnist", "lite0", 11000, 0.78e9), ("digits", "raw", 1797, 0.0)], 10.0, 15.0)
+    assert (rule.rule, rule.jobs, rule.examples) == ("extract_features", 2, 12797)
+    assert rule.seconds == pytest.approx(2 * 15.0 + 11000 * 0.78e9 / 10e9)
+    assert cost.runtime_limits([rule])["extract_features"]["runtime"] == cost.runtime_limit(15.0 + 11000 * 0.78e9 / 10e9)
+    assert extraction_cost.measure_extract_gflops(batch=2, resolution=32) > 0

@@ -950,7 +950,7 @@ def _check_runtimes_path(path: str, configfiles: list[str]) -> None:
 
 
 def _plan_cost(args: argparse.Namespace) -> int:
-    from dphpo.studies import cost, language_cost
+    from dphpo.studies import cost, extraction_cost, language_cost
     from dphpo.studies.validate import load_config
 
     config = load_config(args.configfile)
@@ -968,7 +968,17 @@ def _plan_cost(args: argparse.Namespace) -> int:
         where = args.gpu if args.device == "cuda" else "cpu"
         lm_tflops = language_cost.LM_TFLOPS[where]
         lm_source = f"GPT-2 DP fine-tuning measured on {'one ' + where.upper() if where != 'cpu' else 'a 2-core VM'} (benchmarks/README.md)"
-    rules = cost.plan_cost(config, gflops, overhead_s=args.overhead) + language_cost.language_costs(config, lm_tflops, args.overhead)
+    extractions = extraction_cost.extraction_jobs(config)
+    if args.extract_gflops:
+        extract_gflops, extract_source = args.extract_gflops, "given (--extract-gflops)"
+    elif args.device == "cuda":
+        extract_gflops, extract_source = extraction_cost.EXTRACT_GFLOPS[args.gpu], f"EfficientNet-Lite0 on one {args.gpu.upper()}"
+    elif any(flop for *_, flop in extractions):
+        extract_gflops, extract_source = extraction_cost.measure_extract_gflops(), "EfficientNet-Lite0 measured here now"
+    else:
+        extract_gflops, extract_source = None, "nothing to extract but raw inputs"
+    rules = (extraction_cost.extraction_costs(extractions, extract_gflops, args.overhead)
+             + cost.plan_cost(config, gflops, overhead_s=args.overhead) + language_cost.language_costs(config, lm_tflops, args.overhead))
     total = sum(r.seconds or 0 for r in rules)
     if args.runtimes:
         limits = cost.runtime_limits(rules)
@@ -981,10 +991,11 @@ def _plan_cost(args: argparse.Namespace) -> int:
         print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}", file=sys.stderr)
     if args.json:
         print(json.dumps({"gflops": gflops, "source": source, "lm_tflops": lm_tflops, "lm_source": lm_source,
-                          "overhead_s": args.overhead, "total_seconds": total, "rules": [vars(r) for r in rules]}, indent=2))
+                          "extract_gflops": extract_gflops, "extract_source": extract_source, "overhead_s": args.overhead, "total_seconds": total, "rules": [vars(r) for r in rules]}, indent=2))
         return 0
+    extracting = f"{extract_gflops:,.0f} GFLOP/s" if extract_gflops else "-"
     print(f"throughput {gflops:,.0f} GFLOP/s ({source}); language rules at {lm_tflops:g} TFLOP/s ({lm_source}); "
-          f"{args.overhead:g} s start-up per job")
+          f"extraction at {extracting} ({extract_source}); {args.overhead:g} s start-up per job")
     print(f"{'rule':<34} {'jobs':>5} {'trial-steps':>12} {'examples':>14} {'TFLOP':>12} {'est. time':>10}")
     for r in rules:
         when = "-" if r.seconds is None else f"{r.seconds / 60:.1f} min"
@@ -992,7 +1003,8 @@ def _plan_cost(args: argparse.Namespace) -> int:
         print(f"{r.rule:<34} {r.jobs:>5} {r.trial_steps:>12,.0f} {examples:>14} {r.flop / 1e12:>12,.1f} {when:>10}" + (f"  ({r.note})" if r.note else ""))
     print(f"{'total (one job at a time)':<34} {sum(r.jobs for r in rules):>5} {sum(r.trial_steps for r in rules):>12,.0f} "
           f"{sum(r.examples for r in rules):>14,.0f} {sum(r.flop for r in rules) / 1e12:>12,.1f} {total / 60:>6.1f} min")
-    print("not counted: feature extraction, the CNN baseline's training, the language caches, pretraining and evaluation passes")
+    print("examples: the inputs an extraction encodes, the examples a language rule trains on; not counted: the CNN "
+          "baseline's training, the language caches, pretraining and evaluation passes")
     return 0
 
 
@@ -1069,6 +1081,8 @@ def add_plan_cost_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--gflops", type=positive_float, default=None, help="the trainer's throughput in GFLOP/s (instead of measuring)")
     p.add_argument("--lm-tflops", type=positive_float, default=None, help="DP fine-tuning's effective TFLOP/s for the language "
                    "rules (6 P L per example; default: measured, studies.language_cost.LM_TFLOPS)")
+    p.add_argument("--extract-gflops", type=positive_float, default=None, help="feature extraction's throughput in "
+                   "GFLOP/s (default: EfficientNet-Lite0 measured here, or the --gpu's; studies.extraction_cost)")
     p.add_argument("--overhead", type=nonnegative_float, default=15.0, help="seconds of start-up per job (imports, the cache)")
     p.add_argument("--json", action="store_true", help="print one JSON object with every field")
     p.add_argument("--runtimes", metavar="FILE", help="also write a config file of each rule's runtime limit from the "

@@ -63,6 +63,8 @@ class DatasetSpec:
     license: str | None = None
     # The published size of the training split: the public N the mechanism may use (docs/privacy.md).
     public_n_train: int | None = None
+    # The published size of the test split (what feature extraction encodes; dphpo.studies.extraction_cost).
+    public_n_test: int | None = None
     # `datasets.<name>.<option>` keys the loader takes as keyword arguments (besides `path`)
     options: tuple[str, ...] = ()
     # the test split's evaluation groups (WILDS): root -> (group id per test example, group names)
