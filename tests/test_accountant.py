@@ -292,3 +292,13 @@ def test_rdp_full_batch_keeps_the_gdp_plan_of_a_last_run():
     acc = ACCOUNTANTS["rdp"]
     assert acc.sigma_for_mu(0.5, 16) == 8.0 and acc.mu(8.0, 16) == 0.5
     assert acc.gaussian_eps(0.5) > GdpAccountant(DELTA).gaussian_eps(0.5)  # read through RDP: looser
+
+
+def test_a_remaining_budget_the_last_runs_accountant_cannot_fill_names_the_spent_releases():
+    # μ = 0.5 alone is ε 1.993 ≤ 2 in closed form, but composed by RDP with a subsampled run it is 2.17:
+    # refused as infeasible naming the release, not "no noise multiplier below 1e12 meets the budget"
+    acc = RdpSubsampledAccountant(DELTA, 0.01)
+    with pytest.raises(InfeasibleBudgetError, match=r"already spend eps=2\.1.* composed as rdp .*\n  - a: 1 x mu=0.5"):
+        acc.sigma_for_remaining(Ledger([LedgerEntry(what="a", mu=0.5)]), 2.0, 500)
+    sigma = acc.sigma_for_remaining(Ledger([LedgerEntry(what="a", mu=0.2)]), 4.0, 500)
+    assert acc.total_with(Ledger([LedgerEntry(what="a", mu=0.2)]), sigma, 500) <= 4.0

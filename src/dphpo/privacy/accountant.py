@@ -38,6 +38,8 @@ from dphpo.privacy.prv import clt_sigma, prv_sigma_for
 from dphpo.privacy.rdp import gdp_rdp, rdp_to_dp, subsampled_gaussian_rdp
 
 ADJACENCIES = ("add_remove", "replace_one")
+#: The largest noise multiplier calibration tries: a run of σ = 1e12 costs ε ≈ 0 under every accountant.
+SIGMA_CEILING = 1e12
 # Orders of the RDP curve of a full-batch Gaussian run: λ − 1 from 1e-2 to 1e4.
 RUN_RDP_ORDERS: np.ndarray = np.unique(np.concatenate([1.0 + np.geomspace(1e-2, 1e4, 240), np.arange(2.0, 65.0)]))
 # Integer orders of a Poisson-subsampled run: 2..128, then 50 up to 8192 — a fifth of the cost of
@@ -157,7 +159,14 @@ class _Accountant(BudgetPlanner):
     def sigma_for_remaining(self, spent: Ledger, total_eps: float, steps: int) -> float:
         """Smallest σ for a last run such that `spent` plus it is (total_eps, δ)-DP (bisection)."""
         _check_remaining(spent, total_eps, self.delta)
-        return smallest_sigma(lambda sigma: self.total_with(spent, sigma, steps) <= total_eps, self._start(steps))
+        # composed with this run's kind (RDP beside GDP entries: RDP's looser conversion), the spent releases
+        # alone may already exceed the budget: say so, naming them, not "no noise multiplier meets it"
+        floor = self.total_with(spent, SIGMA_CEILING, steps)
+        if floor > total_eps:
+            raise infeasible_error(total_eps, self.delta, spent, "final run", "",
+                                   f"eps={floor:.4g} composed as {self.name} composes them with the final run")
+        return smallest_sigma(lambda sigma: self.total_with(spent, sigma, steps) <= total_eps, self._start(steps),
+                              ceiling=SIGMA_CEILING)
 
     # A run planned at Gaussian budget μ, which alone is (eps, δ)-DP (a method's plan, `BudgetPlanner`).
     # These accountants cannot meet μ exactly: the run is calibrated to eps and accounted by its entry.
