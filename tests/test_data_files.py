@@ -129,6 +129,9 @@ def test_how_files_are_read_is_part_of_the_dataset_options(tmp_path):
     assert options(classes=["a", "b"]) != options(classes=["b", "a"])  # the order is the model's
     assert options(test_fraction=0.2) == options()  # a default written out changes nothing
     assert "read" not in dataset_options({"datasets": {"digits": {"max_train": 100}}}, "digits")
+    # the declared size is what max_train keeps a share of: another size keeps other records
+    assert options(max_train=50, public_n_train=100) != options(max_train=50, public_n_train=200)
+    assert "public_n_train" not in options(public_n_train=100)  # without max_train every record is kept
     # a registry loader's options too (another corruption of CIFAR-10-C is other data)
     blur, noise = ({"datasets": {"cifar10_c": {"corruption": c}}} for c in ("gaussian_blur", "gaussian_noise"))
     assert dataset_options(blur, "cifar10_c")["read"] == {"corruption": "gaussian_blur"} != dataset_options(noise, "cifar10_c")["read"]

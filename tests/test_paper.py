@@ -422,3 +422,14 @@ def test_a_paper_table_refuses_a_release_computed_with_other_settings(paper_run)
     cfg["selection"]["noise_std"] = 5.0
     with pytest.raises(OutputFileError, match=r"selection\.noise_std"):
         study_config.check_inputs(runs, cfg)
+
+
+def test_a_final_run_of_an_unplanned_or_aliased_target_is_refused_before_any_job(tmp_path):
+    # Fig. 2's shared search has its own targets (1, 4): eps1.0 would release ε = 1 a second time under a
+    # path every consumer refuses, eps0.5 a target whose budget was never checked
+    base = "results/runs/digits/raw/linear_scaling/shared_search/seed0"
+    for eps, why in (("1.0", "'1.0' is not one of its targets (1, 4"), ("0.5", "'0.5' is not one of its targets")):
+        proc = snakemake("-n", "--configfile", str(PAPER_TINY), "--replace-workflow-config", "-d", str(tmp_path),
+                         f"{base}/eps{eps}/result.json", check=False)
+        assert proc.returncode != 0 and why in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+    snakemake("-n", "--configfile", str(PAPER_TINY), "--replace-workflow-config", "-d", str(tmp_path), f"{base}/eps4/result.json")

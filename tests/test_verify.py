@@ -222,9 +222,13 @@ def test_a_result_of_other_settings_is_refused_naming_the_keys(tmp_path):
     with pytest.raises(OutputFileError, match="records no settings_hash"):
         study_config.check_inputs([unstamped], cfg)
     # what the workflow logs before Snakemake's opaque "Params have changed": the keys, per group of files
+    written = path.stat().st_mtime
     (line,) = study_config.explain_reruns([path, unstamped], other)
     assert line.startswith("1 result file(s) were computed with other settings") and "training.clip_norm changed" in line
+    assert path.stat().st_mtime == written  # Snakemake's params trigger reruns it: a dry run must not date it back
     assert study_config.explain_reruns([path], cfg) == []
+    study_config.explain_reruns([path], other, metadata_lost=True)  # without metadata only its time can rerun it
+    assert path.stat().st_mtime == 0
 
 
 def test_every_consumer_refuses_a_record_that_is_not_what_its_path_names(tmp_path):

@@ -61,7 +61,8 @@ rule table_hpo_comparison:
     conda:
         "../../envs/dphpo.yaml"
     params:
-        # a table labels settings chosen on private data: editing the notes rewrites it
-        design_notes=config.get("design_notes", {}),
+        # what the table's labels read of the config (design notes and the values they name, settings
+        # sources, acknowledged overlaps): editing one rewrites it
+        labels=study_config.table_labels(config),
     script:
         "../scripts/table_hpo_comparison.py"

@@ -155,6 +155,11 @@ def one_of(names):
     return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
+def none_of(names):
+    """A wildcard constraint matching any name but `names`, for a wildcard that a `/` follows in its paths."""
+    return f"(?!(?:{one_of(names)})/)[A-Za-z0-9_]+" if names else "[A-Za-z0-9_]+"
+
+
 def run_outputs(template, method=None):
     """One file of a run (layout.RESULT, MODEL or INTERNAL) per target ε, the other wildcards left to
     the rule (its `method` wildcard unless `method` is given)."""
@@ -212,7 +217,7 @@ def existing_stage_files():
 
 
 # Snakemake says only "Params have changed" (with hashes) for a job the config reruns: name the keys
-# (and date the stale files back, so that they rerun even if Snakemake's metadata was lost).
+# (and, where Snakemake's metadata was lost, date the stale files back so that they rerun).
 if workflow.is_main_process and not workflow.remote_exec:
     for _line in study_config.explain_reruns(
         [
@@ -221,6 +226,7 @@ if workflow.is_main_process and not workflow.remote_exec:
             if os.path.exists(f)
         ],
         config,
+        metadata_lost=not os.path.isdir(os.path.join(".snakemake", "metadata")),
     ):
         logger.info(_line)
 
@@ -243,6 +249,15 @@ def reduce_source(wildcards):
     spec = study_config.reduce_spec(
         study_config.variant_config(config, wildcards.variant)
     )
+    if spec is None:
+        raise WorkflowError(
+            f"variants.{wildcards.variant} has no reduce_eps: no reduced final run to make"
+        )
+    if float(wildcards.eps) >= spec["from_eps"]:
+        raise WorkflowError(
+            f"variants.{wildcards.variant}.reduce_eps: ε = {wildcards.eps} is not below from_eps "
+            f"{spec['from_eps']:g}, the ε of the result it redoes at a lower ε"
+        )
     return layout.path(
         layout.RESULT,
         dataset=wildcards.dataset,
@@ -277,6 +292,20 @@ def all_stages(wildcards):
     cfg = study_config.variant_config(config, wildcards.variant)
     n_stages = len(study_config.linear_scaling_config(cfg).stage_eps)
     return [stage_json(wildcards, k) for k in range(1, n_stages + 1)]
+
+
+def own_target_stages(wildcards):
+    """`all_stages` of a final run of a variant with its own targets, whose ε must be one of them (as
+    labelled: eps1, not eps1.0): another would release a target the budget check never saw.
+    """
+    cfg = study_config.variant_config(config, wildcards.variant)
+    labels = [layout.eps_label(e) for e in study_config.target_eps(cfg)]
+    if wildcards.eps not in labels:
+        raise WorkflowError(
+            f"variants.{wildcards.variant}: ε label {wildcards.eps!r} is not one of its targets "
+            f"({', '.join(labels)}, variants.{wildcards.variant}.privacy.target_eps)"
+        )
+    return all_stages(wildcards)
 
 
 # The paper target (paper.smk): what each table and figure reads, from the config.

@@ -31,8 +31,9 @@ rule table_linear_scaling:
     conda:
         "../../envs/dphpo.yaml"
     params:
-        # a table labels settings chosen on private data: editing the notes rewrites it
-        design_notes=config.get("design_notes", {}),
+        # what the table's labels read of the config (design notes and the values they name, settings
+        # sources, acknowledged overlaps): editing one rewrites it
+        labels=study_config.table_labels(config),
     script:
         "../scripts/table_linear_scaling.py"
 
@@ -55,5 +56,7 @@ rule table_study_provenance:
         layout.table_log("study_provenance", NAMESPACE),
     conda:
         "../../envs/dphpo.yaml"
+    params:
+        labels=study_config.table_labels(config),
     script:
         "../scripts/paper_provenance.py"

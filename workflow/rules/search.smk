@@ -37,6 +37,9 @@ rule linear_scaling_final:
         layout.log(layout.JOB_FINAL),
     benchmark:
         layout.benchmark(layout.JOB_FINAL)
+    wildcard_constraints:
+        # a variant with its own targets has a job per target (linear_scaling_target), never these
+        variant=none_of(OWN_TARGET_VARIANTS),
     conda:
         "../../envs/dphpo.yaml"
     threads: config["threads"]["train"]
@@ -62,7 +65,7 @@ ruleorder: linear_scaling_target > linear_scaling_final
 rule linear_scaling_target:
     input:
         features=features_h5,
-        stages=all_stages,
+        stages=own_target_stages,
     output:
         # lists of one, as the script reads linear_scaling_final's lists
         results=[layout.partial(layout.RESULT, method="linear_scaling")],

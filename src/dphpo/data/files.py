@@ -187,6 +187,8 @@ def dataset_options(config: dict, name: str) -> dict[str, Any]:
     section = file_section(config, name)
     if section is not None:
         opts["read"] = FileDataset.from_config(name, section).read_options()
+        if opts["max_train"] is not None:  # the share max_train keeps is max_train / the declared size
+            opts["public_n_train"] = section.get("public_n_train")
     return opts
 
 

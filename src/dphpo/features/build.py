@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 # what identifies the subset a cache holds: subset_rule names the per-record rule (dphpo.data.subsets),
 # so a cache of another rule (the old positional draws, which lack it) is rebuilt, never reused
 #: `read` only where the config sets how records are read (`dataset_options`)
-DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed", "subset_rule", "read")
+DATASET_OPTION_KEYS = ("max_train", "max_test", "subset_seed", "subset_rule", "read", "public_n_train")
 
 
 def extractor_spec(config: dict, extractor: str) -> dict:

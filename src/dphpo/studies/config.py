@@ -282,13 +282,14 @@ def changed_settings(path: str | Path, config: dict, record: dict | None = None)
     return sorted(k for k in set(had) | set(now) if had.get(k) != now.get(k)) or ["(unknown: no settings recorded)"]
 
 
-def explain_reruns(paths: Any, config: dict) -> list[str]:
+def explain_reruns(paths: Any, config: dict, metadata_lost: bool = False) -> list[str]:
     """One line per group of existing result files that the current config reruns, naming the keys
     that changed (Snakemake itself only says "Params have changed", with opaque hashes).
 
-    Each such file is also dated to the epoch, older than any input, so that Snakemake's mtime trigger
-    reruns its job even when the params trigger cannot (its metadata, `.snakemake/`, was lost): the
-    line is then true whatever Snakemake remembers. The file stays, and is refused by every consumer
+    Where Snakemake's metadata (`.snakemake/metadata`) was lost (`rm -rf .snakemake`, a copied tree), its
+    params trigger cannot fire: each such file is then dated to the epoch, older than any input, so that
+    the mtime trigger reruns its job. Otherwise nothing is touched: a dry run of an edited config, undone
+    afterwards, must leave no result out of date. Either way the file is refused by every consumer
     (`check_inputs`) until its job has rerun."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for path in paths:
@@ -297,7 +298,8 @@ def explain_reruns(paths: Any, config: dict) -> list[str]:
         except OutputFileError:
             continue  # unreadable or old files are refused where they are read
         if keys:
-            os.utime(path, (0, 0))
+            if metadata_lost:
+                os.utime(path, (0, 0))
             groups.setdefault(tuple(keys), []).append(str(path))
     return [
         f"{len(files)} result file(s) were computed with other settings and rerun ({', '.join(keys[:8])} changed), "
