@@ -204,6 +204,11 @@ def test_variant_config_refuses_overrides_of_shared_keys():
         study_config.variant_config(cfg, "b")
     with pytest.raises(ConfigError, match="variants.c must be a mapping"):
         study_config.variant_config(cfg, "c")
+    # keys the workflow reads from the base config only: in a variant they validated and did nothing
+    for key, value in (("threads", {"train": 2}), ("resources", {"run_method": {"runtime": 5}}), ("audit", {})):
+        ignored = tiny_config(variants={"d": {key: value}})
+        with pytest.raises(ConfigError, match=f"variants.d: {key} cannot be overridden .*read from the base config only"):
+            study_config.variant_config(ignored, "d")
 
 
 def test_a_variant_may_run_a_subset_of_the_targets():

@@ -43,8 +43,10 @@ from dphpo.provenance import config_hash, data_checksums
 from dphpo.studies import checks
 
 DEFAULT_VARIANT = "default"
-# Top-level keys every variant shares with the base config (results/features/... has no variant).
-VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretraining", "data_dir", "variants")
+# Top-level keys every variant shares with the base config (results/features/... has no variant; the
+# workflow reads the others of the base config alone: threads and resources of a rule, not of a variant).
+VARIANT_SHARED_KEYS = ("seeds", "studies", "datasets", "extractors", "pretraining", "data_dir", "variants", "threads",
+                       "resources", "language", "paper", "audit")
 
 # The trainer kinds (dphpo.hpo.registry.TRAINERS, built by dphpo.studies.trainers.TRAINERS) each half
 # accepts, the first one its default when a study names none: vision `studies[].trainer` (the linear
@@ -98,7 +100,8 @@ def merged_variant(config: dict, variant: str) -> dict:
     if shared:
         raise ConfigError(
             f"variants.{variant}: {', '.join(shared)} cannot be overridden in a variant: seeds, studies and the "
-            "feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants"
+            "feature caches (datasets, extractors, pretraining, data_dir) are shared by all variants, and threads, "
+            "resources, language, paper and audit are read from the base config only"
         )
     if "target_eps" in (overrides.get("privacy") or {}):
         _check_target_subset(config, variant, overrides["privacy"]["target_eps"])
