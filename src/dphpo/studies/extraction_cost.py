@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from dphpo.data.files import dataset_options
 from dphpo.data.registry import DATASETS
@@ -60,8 +61,6 @@ def forward_flop(config: dict, extractor: str) -> float | None:
     kind = spec.get("kind", extractor)
     if kind in ("raw", "identity"):
         return 0.0
-    from torch.utils.flop_counter import FlopCounterMode
-
     with torch.device("meta"), FlopCounterMode(display=False) as counter:
         if kind == "minilm":
             from transformers import BertConfig, BertModel
