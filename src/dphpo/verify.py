@@ -146,7 +146,11 @@ def claim_problems(claimed: float, record: dict, eps: float, how: str) -> list[s
     integers, dp_accounting evaluates them as given)."""
     floor = eps
     if how == PLD_HOW and claimed < eps:  # between the bounds a claim may be right: only below the lower one fails
-        floor = _prv_lower(*_ledger_events(record))
+        try:
+            floor = _prv_lower(*_ledger_events(record))
+        except (ValueError, RuntimeError, ArithmeticError) as err:  # no lower bound: the claim is below an upper one
+            return [f"claimed ε {claimed:.6g} is below the ledger's {eps:.6g}, and prv-accountant gave no lower bound "
+                    f"to compare it with ({type(err).__name__}: {err})"]
     if claimed < floor * (1 - EXACT_RTOL) - 1e-12:
         bound = "a lower bound on the ledger's ε (prv-accountant)" if floor != eps else "the ledger's"
         return [f"claimed ε {claimed:.6g} is below {bound} {floor:.6g}"]
