@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from dphpo.data.registry import DATASETS
+from dphpo.data.registry import DATASETS, public_train_size
+from dphpo.errors import DatasetError
 from dphpo.features.networks import build_network
 from dphpo.hpo.grid_search import ACCOUNTED, ORACLE, GridConfig
 from dphpo.hpo.koskela import KoskelaConfig
@@ -116,9 +117,17 @@ def study_shape(config: dict, dataset: str, extractor: str, feature_dim: int | N
     config's own-data section), the extractor's width (the cache's if given, else FEATURE_DIMS)."""
     own = (config.get("datasets") or {}).get(dataset) or {}
     spec = DATASETS.get(dataset)
-    n = int(own.get("public_n_train") or (spec.public_n_train if spec else 0))
     k = len(own["classes"]) if own.get("classes") else (spec.num_classes if spec else 0)  # own data: its declared label set
-    return n, feature_dim or feature_width(config, dataset, extractor), k
+    return published_train_size(config, dataset), feature_dim or feature_width(config, dataset, extractor), k
+
+
+def published_train_size(config: dict, dataset: str) -> int:
+    """The training split's declared (`datasets.<name>.public_n_train`) or published size, not capped by
+    max_train (dphpo.data.registry.public_train_size); 0 where none is known."""
+    try:
+        return public_train_size(dataset, None, ((config.get("datasets") or {}).get(dataset) or {}).get("public_n_train"))
+    except DatasetError:
+        return 0
 
 
 def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
@@ -133,14 +142,28 @@ def feature_width(config: dict, dataset: str, extractor: str) -> int | None:
     if kind == "identity" and own.get("kind") == "features":  # the user's own features: the .npz header's width
         return _npz_width(own["path"])
     with torch.device("meta"):  # the architecture only: no weights, no memory
-        if kind == "timm":
-            import timm
+        net, _ = extractor_network(config, spec, kind)
+    if net is None:
+        return None
+    return int(net.feature_dim if kind == "pretrained_public" else net.num_features)
 
-            return int(timm.create_model(spec["model"], pretrained=False).num_features)
-        if kind == "pretrained_public":
-            arch = ((config.get("pretraining") or {}).get(spec.get("pretrain")) or {}).get("arch")
-            return int(build_network(arch, 10).feature_dim) if arch else None
-    return None
+
+def extractor_network(config: dict, spec: dict, kind: str) -> tuple[torch.nn.Module | None, int]:
+    """An image extractor's architecture (section `spec` of kind `kind`; random weights, on the current device:
+    `meta` for its shape alone) and its input resolution; (None, 0) for a kind without one here."""
+    if kind in ("efficientnet_lite0_packaged", "timm"):
+        import timm
+
+        lite0 = kind == "efficientnet_lite0_packaged"
+        net = timm.create_model("tf_efficientnet_lite0" if lite0 else spec["model"], pretrained=False, num_classes=0)
+        default = 64 if lite0 else net.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
+        return net, int(spec.get("resolution") or default)
+    if kind == "pretrained_public":
+        section = (config.get("pretraining") or {}).get(spec.get("pretrain")) or {}
+        if not section.get("arch"):
+            return None, 0
+        return build_network(section["arch"], 10), int(spec.get("resolution") or section.get("resolution", 32))
+    return None, 0
 
 
 def _npz_width(path: str) -> int | None:

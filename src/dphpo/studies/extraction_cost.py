@@ -22,9 +22,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dphpo.data.files import dataset_options
 from dphpo.data.registry import DATASETS
-from dphpo.features.networks import build_network
 from dphpo.studies import config as study_config
-from dphpo.studies.cost import RuleCost
+from dphpo.studies.cost import RuleCost, extractor_network, published_train_size
 
 RULE = "extract_features"
 #: Tokens per text a MiniLM extraction is costed at (a tweet's length; texts are batched by length, so
@@ -47,8 +46,7 @@ def extraction_pairs(config: dict) -> list[tuple[str, str]]:
 
 def inputs_of(config: dict, dataset: str) -> int:
     """Inputs one extraction encodes: the published train and test sizes, capped by max_train / max_test."""
-    spec, own = DATASETS.get(dataset), (config.get("datasets") or {}).get(dataset) or {}
-    n_train = int(own.get("public_n_train") or (spec.public_n_train if spec else 0) or 0)
+    spec, n_train = DATASETS.get(dataset), published_train_size(config, dataset)
     n_test = int(spec.public_n_test or 0) if spec and spec.public_n_test is not None else int(OWN_TEST_SHARE * n_train)
     opts = dataset_options(config, dataset)
     cap = {"train": opts.get("max_train"), "test": opts.get("max_test")}
@@ -67,28 +65,11 @@ def forward_flop(config: dict, extractor: str) -> float | None:
 
             BertModel(BertConfig(**MINILM)).eval()(torch.zeros(1, TEXT_TOKENS, dtype=torch.long))
         else:
-            net, resolution = _image_network(config, spec, kind)
+            net, resolution = extractor_network(config, spec, kind)
             if net is None:
                 return None
             net.eval()(torch.empty(1, 3, resolution, resolution))
     return float(counter.get_total_flops())
-
-
-def _image_network(config: dict, spec: dict, kind: str) -> tuple[torch.nn.Module | None, int]:
-    """The extractor's architecture (random weights, on the current device) and its input resolution."""
-    import timm
-
-    if kind == "efficientnet_lite0_packaged":
-        return timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=0), int(spec.get("resolution", 64))
-    if kind == "timm":
-        net = timm.create_model(spec["model"], pretrained=False, num_classes=0)
-        return net, int(spec.get("resolution") or net.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
-    if kind == "pretrained_public":
-        section = (config.get("pretraining") or {}).get(spec.get("pretrain")) or {}
-        if not section.get("arch"):
-            return None, 0
-        return build_network(section["arch"], 10), int(spec.get("resolution") or section.get("resolution", 32))
-    return None, 0
 
 
 def measure_extract_gflops(batch: int = 32, resolution: int = 64) -> float:
