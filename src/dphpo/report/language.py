@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.hpo.selection import accounted
 from dphpo.io import atomic_path
 from dphpo.report import specs
 from dphpo.report.tables import (
@@ -25,6 +24,7 @@ from dphpo.report.tables import (
     apply_design_notes,
     as_float,
     failure_notes,
+    hpo_cost,
     load_results,
     mean_std,
     overrun_notes,
@@ -163,19 +163,13 @@ def summary(records: list[dict], scale: float) -> dict[str, Any]:
     if not records:
         return {}
     mean, std = mean_std([as_float(r["test_metric"]) * scale for r in records])
-    if not all(r.get("private", True) for r in records):
-        hpo = "none (non-private)"
-    elif not all(accounted(r) for r in records):
-        hpo = "NOT included (oracle)"
-    else:
-        hpo = "included"
     return {
         "metric": plus_minus(mean, std, len(records)),
         "mean": mean,
         "total ε (incl. search)": max(as_float(r["total_eps"]) for r in records),
         "δ": max(as_float(r["total_delta"]) for r in records),
         "r = η·T": float(np.mean([r["released"]["r"] for r in records])),
-        "HPO cost": hpo,
+        "HPO cost": hpo_cost(records),
         "seeds": len(records),
     }
 

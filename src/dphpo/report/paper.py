@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from dphpo.hpo.selection import accounted
 from dphpo.io import read_json
 from dphpo.report import specs
 from dphpo.report.plan import (
@@ -38,6 +37,7 @@ from dphpo.report.tables import (
     Table,
     apply_design_notes,
     as_float,
+    hpo_cost,
     mean_std,
     overrun_notes,
     pct,
@@ -103,12 +103,6 @@ def summarize(results: Sequence[dict]) -> Summary | None:
     mean, std = mean_std([test_fraction(r) for r in results])
     first = results[0]
     sel = first.get("selection") or {}
-    if not all(r.get("private", True) for r in results):
-        hpo = "none (non-private, ε = ∞)"
-    elif not all(accounted(r) for r in results):  # the grid oracle, or a search selected by a non-private rule
-        hpo = "NOT included (oracle)"
-    else:
-        hpo = "included"
     accountants = sorted({str((r.get("privacy") or {}).get("total", {}).get("accountant", "")) for r in results})
     return Summary(
         n=len(results),
@@ -116,7 +110,7 @@ def summarize(results: Sequence[dict]) -> Summary | None:
         std=std,
         total_eps=max(as_float(r["total_eps"]) for r in results),
         target=as_float(first["target"]["eps"]),
-        hpo=hpo,
+        hpo=hpo_cost(results, "none (non-private, ε = ∞)"),
         selection=selection_label(sel),
         accountant=", ".join(a for a in accountants if a) or "–",
         results=list(results),

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dphpo.data.overlap import OVERLAP_KEY, OVERLAP_NOTE, pretraining_overlaps
+from dphpo.hpo.selection import accounted
 from dphpo.io import read_json, write_text
 from dphpo.studies.config import DEFAULT_VARIANT, check_identity, config_value
 
@@ -226,6 +227,14 @@ def rerr(method_mean: float, random: tuple[float, float, int] | None, oracle: tu
     if abs(gap) < max(RERR_MIN_SE * se, RERR_MIN_GAP):
         return None
     return (method_mean - random[0]) / gap
+
+
+def hpo_cost(records: Sequence[dict], nonprivate: str = "none (non-private)") -> str:
+    """A row's HPO-cost label over every seed's record: `nonprivate` where any run is non-private, "NOT included
+    (oracle)" where any search is not accounted (the grid oracle, a non-private selection rule), else "included"."""
+    if not all(r.get("private", True) for r in records):
+        return nonprivate
+    return "included" if all(accounted(r) for r in records) else "NOT included (oracle)"
 
 
 def plus_minus(mean: float, std: float, n: int, scale: float = 1.0) -> str:
