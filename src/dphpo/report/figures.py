@@ -359,9 +359,11 @@ def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs 
             ax_r.plot(eps, [b[1] * b[2] for b in bests], "o-", color=color, label=f"{e}: grid oracle's best r")
             drawn = True
         if ours:
-            eps = list(ours)
-            ax_acc.plot(eps, [100 * np.mean([r["test_accuracy"] for r in v]) for v in ours.values()], "s--", color=color, mfc="none", label=f"{e}: linear scaling (search incl.)")
-            ax_r.plot(eps, [np.mean([r["released"]["r"] for r in v]) for v in ours.values()], "s--", color=color, mfc="none", label=f"{e}: linear scaling's r")
+            eps = list(ours)  # mean ± std over seeds, as in Fig. 2 and 3
+            accs = [mean_std([r["test_accuracy"] for r in v]) for v in ours.values()]
+            rs = [mean_std([r["released"]["r"] for r in v]) for v in ours.values()]
+            ax_acc.errorbar(eps, [100 * m for m, _ in accs], yerr=[100 * s for _, s in accs], fmt="s--", color=color, mfc="none", capsize=3, label=f"{e}: linear scaling (search incl., mean ± std)")
+            ax_r.errorbar(eps, [m for m, _ in rs], yerr=[s for _, s in rs], fmt="s--", color=color, mfc="none", capsize=3, label=f"{e}: linear scaling's r (mean ± std)")
             drawn = True
     if not drawn:
         _needs(ax_acc, *(missing or [f"studies: no extractor on {dataset}"]))
