@@ -345,6 +345,17 @@ def test_koskela_draws_an_independent_subsample_per_target(digits_features, monk
     assert all(a.shape != b.shape or not torch.equal(a, b) for i, a in enumerate(drawn) for b in drawn[i + 1:])
 
 
+def test_koskela_trains_on_an_empty_subsample(digits_features, monkeypatch):
+    """X1 is empty with probability (1 − q)^N: its trials sum no clipped gradient and release noise
+    alone, at the same accounting (the trainer crashed on zero rows, and the failure told |X1| = 0)."""
+    monkeypatch.setattr(koskela, "subsample", lambda trainer, q, rng: trainer.subsample(np.array([], dtype=np.int64), q * trainer.n_public))
+    cfg = with_baselines(koskela={"q": 0.3, "mean_trials": 2, "max_trials": 200})
+    results = koskela.run(LinearHeadTrainer.from_config(digits_features, cfg), cfg, noise=noise_scope(1))
+    ran = [t for r in results for t in r.trials]
+    assert ran and all(0.0 <= t["test_accuracy"] <= 1.0 for t in ran)
+    assert all(r.total["eps"] <= r.target_eps * (1 + 1e-9) for r in results)
+
+
 def test_koskela_refuses_an_infeasible_target_before_training_any(digits_features, monkeypatch):
     """Audit: targets [1, 0.02] trained 23 tuning trials for ε = 1 before ε = 0.02 was found infeasible."""
     monkeypatch.setattr(koskela, "subsample", lambda *a: pytest.fail("trained before every target was planned"))

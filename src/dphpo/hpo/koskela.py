@@ -233,7 +233,7 @@ def _tuned_pick(selection: SelectionRule, space, x1, tuning, trials: list[dict],
         trial["train_accuracy_subsample"] = float(tuning.train_score_sums[i] / max(1, x1.n_train))  # internal
         trial["test_accuracy"] = float(tuning.test_metric[i])
     if not trials:  # Poisson K = 0: tuning returned ⊥; fall back to the middle of the grids (data-independent)
-        return None, (float(np.median(space.eta_grid)), int(space.steps[len(space.steps) // 2]))
+        return None, (float(space.eta_grid[len(space.eta_grid) // 2]), int(space.steps[len(space.steps) // 2]))
     idx = np.arange(len(trials))
     scores = noisy_scores(
         selection, tuning.train_score_sums[idx], tuning.test_score_sums[idx], noise.rng(METHOD, "score", f"{target:.10g}")

@@ -288,7 +288,7 @@ def clipped_sums(
     w_flat = weights.reshape(h * k, d)
     rows = chunk_rows(features, 2 * h * k)
     out = None
-    for start in range(0, n, rows):
+    for start in range(0, max(n, 1), rows):  # no rows (an empty Poisson subsample): one empty chunk, zero sums
         sl = slice(start, min(n, start + rows))
         x = features[sl]
         resid = softmax_residuals_((x @ w_flat.T).view(-1, h, k), onehot[sl])
@@ -300,7 +300,7 @@ def clipped_sums(
         else:
             coef = torch.cat([resid * s.unsqueeze(2) for s in family], dim=1)
         coef.masked_fill_(dropped.repeat(1, len(family)).unsqueeze(2), 0.0)
-        part = coef.reshape(x.shape[0], -1).T @ x
+        part = coef.flatten(1).T @ x
         out = part if out is None else out.add_(part)
     return out.view(-1, k, d)
 

@@ -217,7 +217,7 @@ class LinearHeadTrainer:
         return TrialOutcome(
             models=weights,
             train_score_sums=train_correct,
-            train_metric=train_correct / f.n_train,
+            train_metric=train_correct / f.n_train if f.n_train else np.full(train_correct.shape, np.nan),
             test_metric=test_correct / f.n_test,
             test_score_sums=test_correct,
             extras=extras,
