@@ -161,6 +161,12 @@ def test_a_bad_verify_config_exits_2_naming_file_or_key(tree, tmp_path, capsys, 
         ("removed ledger entry", lambda d: d["privacy"]["entries"].pop(0), "reseal", "an entry missing"),
         ("ledger total lowered", lambda d: (d.update(total_eps=d["total_eps"] * 0.5), d["privacy"]["total"].update(eps=d["total_eps"])), "reseal", "is below the ledger's"),
         ("released private statistic", lambda d: d.update(train_accuracy=0.99), "reseal", "does not cover: train_accuracy"),
+        # a ledger no accountant can read backs no claim (it passed, however small the claimed ε)
+        ("no total delta", lambda d: (d.pop("total_delta"), d.update(total_eps=0.01)), "reseal", "ledger cannot be recomputed"),
+        ("unknown mechanism", lambda d: d["privacy"]["entries"][0].update(mechanism="laplace"), "reseal", "ledger cannot be recomputed"),
+        ("negative mu", lambda d: d["privacy"]["entries"][0].update(mu=-1.0), "reseal", "ledger cannot be recomputed"),
+        ("no total eps", lambda d: d.pop("total_eps"), "reseal", "states no total_eps"),
+        ("delta over the target", lambda d: d.update(total_delta=0.1), "reseal", "total δ 0.1 exceeds the target 1e-05"),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

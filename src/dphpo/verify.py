@@ -279,8 +279,13 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
     except (KeyError, TypeError, ValueError) as err:
         check.problems.append(f"ledger cannot be recomputed ({type(err).__name__}: {err})")
         eps = None
+    else:
+        if eps is None:  # a DP release is a claim its ledger must back: an unreadable one backs nothing
+            check.problems.append(f"ledger cannot be recomputed ({check.how})")
     check.recomputed_eps = eps
     claimed = record.get("total_eps")
+    if claimed is None:
+        check.problems.append("states no total_eps: a DP release states its total ε")
     stated_total = ((record.get("privacy") or {}).get("total") or {}).get("eps")
     target = (record.get("target") or {}).get("eps")
     if eps is not None and claimed is not None:
@@ -289,6 +294,9 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
         check.problems.append(f"total_eps {claimed} differs from privacy.total.eps {stated_total}")
     if claimed is not None and target is not None and claimed > target * (1 + 1e-9):
         check.problems.append(f"total ε {claimed:.6g} exceeds the target {target:g}")
+    target_delta, total_delta = (record.get("target") or {}).get("delta"), record.get("total_delta")
+    if target_delta is not None and total_delta is not None and float(total_delta) > float(target_delta) * (1 + 1e-9):
+        check.problems.append(f"total δ {float(total_delta):.3g} exceeds the target {float(target_delta):.3g}")
     if record.get("trials_released") == "selected":  # a secret number of trials: no index, count or list
         named = sorted(TRIAL_COUNT_KEYS & (set(record.get("released") or {}) | set(record.get("search") or {})))
         if named or record.get("trials"):
