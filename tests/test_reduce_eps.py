@@ -81,7 +81,7 @@ def source_release(digits_features):
     space = SearchSpace(eta_min=0.01, eta_max=2.0, eta_num=5, steps=(5, 10, 20, 40))
     trainer = LinearHeadTrainer(digits_features, TrainSettings())
     (res,) = ls.run(trainer, ls.LinearScalingConfig(stage_eps=(0.1, 0.2)), space, SelectionRule(noise_std=50.0), [1.0], noise_scope(0))
-    return trainer, release_record(res, {})
+    return trainer, release_record(res, {"variant": "default"})
 
 
 @pytest.mark.parametrize("how", ["noise", "subsample"])
@@ -98,6 +98,7 @@ def test_reduced_run_charges_the_whole_search(source_release, how):
     assert (res.released["eta"], res.released["steps"]) == (rel["eta"], rel["steps"])
     reduced = res.search["reduced"]
     assert "from_test_metric" not in reduced  # the source's final run is not in this ledger: its metric stays out
+    assert reduced["source_variant"] == "default"  # whose search it carries: a bundle counts that search once
     if how == "noise":
         assert res.released["sigma"] > rel["sigma"] and res.released["batch_size"] is None
     else:

@@ -135,6 +135,47 @@ def test_a_shared_search_is_counted_once_and_separate_searches_apart(tree, tmp_p
     assert len(other_search.entries()) == len(record["privacy"]["entries"]) + len(twin["privacy"]["entries"])
 
 
+def test_a_searchs_null_model_and_a_reduced_release_pay_for_the_search_once(tree):
+    """Audit: the null model's score, released once by a search at stage 1, was counted once per target;
+    and a Table-14 reduced release (its own folder, `linear_scaling_reduced/<variant>`) carries its source's
+    search, which was counted again. A release of another seed still pays for its own search."""
+    f = "runs/digits/raw/linear_scaling/default/seed0/eps1/result.json"
+    record = read_json(tree / f)
+    search = [e for e in record["privacy"]["entries"] if e["what"].startswith("stage ")] + [
+        {"what": "null model", "mu": 0.05, "count": 1, "mechanism": "gdp"}]
+    final = {"what": "final run", "mu": 0.5, "count": 1, "mechanism": "gdp"}
+    at = {eps: json.loads(json.dumps(record)) | {"privacy": {"entries": search + [final]}} for eps in (1, 8)}
+    reduced = json.loads(json.dumps(at[8]))
+    reduced["search"] = dict(reduced.get("search") or {}) | {"reduced": {"how": "noise", "source_variant": "default"}}
+    st = DatasetStatement("digits", [Release(f, at[1], None), Release(f.replace("eps1", "eps8"), at[8], None),
+                                     Release("runs/digits/raw/linear_scaling_reduced/red/seed0/eps4/result.json", reduced, None)])
+    assert st.entries() == search + [final] * 3
+    other = DatasetStatement("digits", [Release(f, at[1], None), Release(f.replace("seed0", "seed1"), at[8], None)])
+    assert other.entries() == (search + [final]) * 2
+
+
+def test_a_language_model_pretrained_on_a_private_corpus_costs_it_infinity():
+    """Audit: a small LM pretrained without noise on tweets[0/2] and fine-tuned on tweets[1/2] sat in one
+    statement with releases on all of tweets, stated finite: those records were in its public pretraining."""
+    from dphpo.release import statements
+
+    def lm(study, data, pretrained_on=None):
+        task = {"model": "small GPT-2", "data": {"corpus": "tweets", **data}}
+        if pretrained_on:
+            task["pretraining"] = {"public_data": {"specs": pretrained_on}}
+        return Release(f"language/{study}/linear_scaling/seed0/eps1/result.json", {
+            "method": "linear_scaling", "private": True, "selection": {"rule": "noisy_train_accuracy", "private": True},
+            "total_eps": 1.0, "total_delta": 1e-5, "target": {"eps": 1.0, "delta": 1e-5},
+            "privacy": {"entries": [{"what": "final run", "mu": 0.5, "count": 1, "mechanism": "gdp"}]},
+            "provenance": {"study": study, "trainer": {"task": task}}}, None)
+
+    half = lm("half", {"partition": [1, 2]}, [{"name": "python_docs"}, {"name": "tweets", "partition": [0, 2]}])
+    (alone,) = statements([half], include_nonprivate=False)  # disjoint halves: the pretraining saw none of its records
+    assert not alone.bundle_is_infinite
+    (both,) = statements([half, lm("all", {"partition": None})], include_nonprivate=False)
+    assert both.public_uses == [half] and both.to_dict()["bundle_eps"] == "inf"
+
+
 def test_nonprivate_only_when_asked_and_stated_as_infinite(tree, tmp_path):
     build_bundle(tree, tmp_path / "b", include_nonprivate=True)
     (digits,) = read_json(tmp_path / "b" / STATEMENT_JSON)["datasets"]
@@ -197,6 +238,33 @@ def test_verify_release_catches_edits_and_a_wrong_statement(bundle, tmp_path):
     assert any("composed ε" in p for p in verify_bundle(copy))
     (copy / STATEMENT).unlink()
     assert verify_bundle(copy) == ["PRIVACY.md: missing (build the bundle with `dphpo release RESULTS_DIR OUT_DIR`)"]
+
+
+def test_verify_release_checks_the_whole_statement_and_every_model(bundle, tmp_path):
+    """Audit: only the composed ε was checked; a statement that lowers its δ or a release's ε, rebuilt into
+    PRIVACY.md and re-manifested, passed, as did a model with no release beside it (the non-private reference's)."""
+    from dphpo.release import statement_markdown
+
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    statement = read_json(copy / STATEMENT_JSON)
+    statement.pop(SEAL_KEY, None)
+    statement["datasets"][0]["composed"]["delta"] = 1e-9
+    statement["datasets"][0]["releases"][0]["eps"] = 0.05
+    write_json(copy / STATEMENT_JSON, statement)
+    (copy / STATEMENT).write_text(statement_markdown(statement))
+    write_manifest(copy)
+    problems = verify_bundle(copy)
+    assert any("privacy.json: datasets.digits.composed.delta states 1e-09, the releases give" in p for p in problems), problems
+    shutil.rmtree(copy)
+    shutil.copytree(bundle, copy)
+    orphan = copy / "runs/digits/raw/nonprivate/model.npz"
+    orphan.parent.mkdir(parents=True)
+    shutil.copyfile(bundle / next(p.relative_to(bundle) for p in bundle.rglob("model.npz")), orphan)
+    write_manifest(copy)
+    set_bundle_times(copy)
+    assert verify_bundle(copy) == ["runs/digits/raw/nonprivate/model.npz: a model without its release (no result.json "
+                                   "beside it states what it costs)"]
 
 
 @pytest.mark.parametrize("edit", ["tables/hpo_comparison.md", "tables/linear_scaling.csv", "PRIVACY.md", "report.html",

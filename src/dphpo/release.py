@@ -43,7 +43,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dphpo import layout
+from dphpo.data.text import overlapping_parts
 from dphpo.errors import ConfigError, OutputFileError
+from dphpo.hpo.linear_scaling_plan import NULL_RELEASE
 from dphpo.hpo.registry import NOT_DP_METHODS
 from dphpo.hpo.selection import accounted
 from dphpo.io import file_sha256, read_json, write_json, write_text
@@ -105,8 +107,14 @@ class Release:
 
     @property
     def search(self) -> str:
-        """The search a release belongs to: its run folder without the target (method, variant, seed)."""
-        return str(PurePosixPath(self.rel).parent.parent)
+        """The search a release belongs to: its run folder without the target (method, variant, seed); for a
+        Table-14 reduced release (`layout.REDUCED_METHOD`), the run folder of the result it reduced, whose
+        search it carries."""
+        folder = PurePosixPath(self.rel).parent.parent
+        source = ((self.record.get("search") or {}).get("reduced") or {}).get("source_variant")
+        if source and len(folder.parts) == 6 and folder.parts[3] == layout.REDUCED_METHOD:
+            return str(PurePosixPath(*folder.parts[:3], self.record.get("method") or "linear_scaling", source, folder.parts[5]))
+        return str(folder)
 
     @property
     def upstream(self) -> dict | None:
@@ -119,6 +127,32 @@ class Release:
         return (self.provenance.get("feature_cache") or {}).get("pretraining_data") or None
 
     @property
+    def task(self) -> dict:
+        """A language release's task record (its trainer's `task`: model, data, pretraining), else {}."""
+        trainer = self.provenance.get("trainer")
+        task = trainer.get("task") if isinstance(trainer, dict) else None
+        return task if isinstance(task, dict) else {}
+
+    @property
+    def language_model(self) -> str | None:
+        """What a language release fine-tunes (its task's `model`), or None."""
+        return str(self.task["model"]) if self.task.get("model") else None
+
+    @property
+    def pretraining_corpora(self) -> list[dict]:
+        """The corpora (`{name, partition}`) the workflow pretrained the release's language model on without
+        noise (`language.pretrain.<name>.data`, as its checkpoint records them)."""
+        public = (self.task.get("pretraining") or {}).get("public_data") or {}
+        return [spec for spec in public.get("specs") or [] if isinstance(spec, dict)]
+
+    def trained_on(self, corpus: dict) -> bool:
+        """Whether the release's private data may share records with `corpus` (`{name, partition}`): the same
+        corpus, unless both take disjoint partitions (`dphpo.data.text.overlapping_parts`)."""
+        data = _data_source(self.provenance.get("trainer")) or {}
+        private = {"name": data.get("corpus"), "partition": data.get("partition")}
+        return bool(private["name"]) and bool(overlapping_parts([corpus], private))
+
+    @property
     def p_exceed(self) -> float:
         """P[K > max_trials] of a truncated number of trials (Papernot–Steinke, Koskela), else 0: the
         probability that the capped search differs from the one its ledger accounts."""
@@ -127,14 +161,27 @@ class Release:
         return float(trunc.get("p_exceed", 0.0))
 
 
-def _corpus(block: Any) -> str | None:
-    """The first `data.corpus` named anywhere in a language trainer's provenance block."""
+def _search_entry(entry: dict) -> bool:
+    """A ledger entry of a linear-scaling search, which every release of that search carries: its stage
+    trials and selections, and the null model's score released at stage 1."""
+    what = str(entry.get("what", ""))
+    return what.startswith("stage ") or what == NULL_RELEASE
+
+
+def _data_source(block: Any) -> dict | None:
+    """The first `data` block naming a `corpus` anywhere in a language trainer's provenance block."""
     if isinstance(block, dict):
         data = block.get("data")
         if isinstance(data, dict) and data.get("corpus"):
-            return str(data["corpus"])
-        return next((c for c in map(_corpus, block.values()) if c), None)
+            return data
+        return next((c for c in map(_data_source, block.values()) if c), None)
     return None
+
+
+def _corpus(block: Any) -> str | None:
+    """The corpus a language trainer's provenance block names (`_data_source`)."""
+    data = _data_source(block)
+    return str(data["corpus"]) if data else None
 
 
 @dataclass
@@ -159,7 +206,7 @@ class DatasetStatement:
         seen = set()
         for r in self.releases:
             entries = (r.record.get("privacy") or {}).get("entries") or []
-            stages = [e for e in entries if str(e.get("what", "")).startswith("stage ")]
+            stages = [e for e in entries if _search_entry(e)]
             block = (r.search, json.dumps(stages, sort_keys=True))
             if stages and block in seen:
                 entries = [e for e in entries if e not in stages]
@@ -213,8 +260,7 @@ class DatasetStatement:
                 parts.add(f"the extractor {prov['extractor']} and its pretraining data"
                           + (f" (its DP continual pre-training on {r.upstream['dataset']} is accounted in that "
                              "dataset's statement)" if r.upstream else ""))
-            trainer = prov.get("trainer")  # a language release's trainer record (a vision release names its kind)
-            task = (trainer.get("task") or {}) if isinstance(trainer, dict) else {}
+            task = r.task  # a language release's (a vision release's trainer names its kind)
             if task.get("public_duplicates"):
                 parts.add("the public corpus its language model was pretrained on: "
                           + task["public_duplicates"].get("rule", "private training texts that occur in it are dropped"))
@@ -258,7 +304,7 @@ class DatasetStatement:
             "pretraining_stages": [{"what": s.get("what"), "eps": s.get("eps"), "delta": s.get("delta"),
                                     "accountant": s.get("accountant")} for s in self.stages],
             "public_pretraining_for": [{"file": r.rel, "dataset": r.dataset,
-                                        "extractor": r.provenance.get("extractor")} for r in self.public_uses],
+                                        "extractor": r.provenance.get("extractor") or r.language_model} for r in self.public_uses],
         }
 
 
@@ -277,6 +323,9 @@ def find_releases(root: str | Path) -> list[Release]:
         record = read_json(path)  # refuses a damaged or edited record, naming it
         if not isinstance(record, dict):
             raise OutputFileError(f"{path}: expected a release record (a JSON object), got a JSON {type(record).__name__}")
+        if lacking := [k for k in ("method", "total_eps", "total_delta", "privacy") if k not in record]:
+            raise OutputFileError(f"{path}: a release record states its method, (total_eps, total_delta) and its ledger "
+                                  f"(privacy); this one lacks {', '.join(lacking)}: not written by dphpo, or edited")
         check_identity(rel, record)  # and one moved into another run's folder
         model = next((path.with_name(m) for m in MODEL_NAMES if path.with_name(m).is_file()), None)
         out.append(Release(rel, record, model.relative_to(root).as_posix() if model else None))
@@ -304,6 +353,10 @@ def statements(releases: list[Release], include_nonprivate: bool) -> list[Datase
         st = by_dataset.get(str(r.pretraining_data))
         if st is not None and r.pretraining_data != r.dataset and (st.releases or st.references or st.stages):
             st.public_uses.append(r)
+        for corpus in r.pretraining_corpora:  # a language model pretrained on a private corpus's records
+            st = by_dataset.get(str(corpus.get("name")))
+            if st is not None and r not in st.public_uses and any(q.trained_on(corpus) for q in st.releases + st.references):
+                st.public_uses.append(r)
     return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references or st.stages]
 
 
@@ -688,6 +741,11 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
     for r in releases:
         if not r.dp and not statement.get("include_nonprivate"):
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
+    beside = {PurePosixPath(r.rel).parent for r in releases}
+    for model in sorted(p for name in MODEL_NAMES for p in bundle.rglob(name)):
+        rel = model.relative_to(bundle).as_posix()
+        if PurePosixPath(rel).parent not in beside:  # a model is published with the release that accounts for it
+            problems.append(f"{rel}: a model without its release (no result.json beside it states what it costs)")
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
     found = statements(releases, bool(statement.get("include_nonprivate")))
     for st in found:
@@ -712,9 +770,33 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
             problems.append(f"{STATEMENT_JSON}: the bundle holds non-private releases about {st.dataset}, or "
                             "releases on an extractor pretrained on it without noise, but does not state that "
                             "publishing it costs ε = ∞")
+        elif where := _differs(st.to_dict(), d, f"datasets.{st.dataset}", skip={f"datasets.{st.dataset}.composed.eps"}):
+            # the rest of what it states (δ, the truncation δ, each release's (ε, δ), what is public) as the releases give it
+            problems.append(f"{STATEMENT_JSON}: {where}")
     for name in sorted(set(stated) - {st.dataset for st in statements(releases, True)}):
         problems.append(f"{STATEMENT_JSON}: states dataset {name}, which has no release in the bundle")
     return problems
+
+
+def _differs(found: Any, stated: Any, where: str, skip: set[str] = frozenset()) -> str | None:
+    """Where `stated` (a statement read back) first departs from `found` (recomputed from the releases), as
+    'PATH states X, the releases give Y'; numbers agree to 1e-9 relative (JSON keeps floats exact; the margin
+    is for another machine's accountant arithmetic), None when all agrees."""
+    if where in skip:
+        return None
+    if isinstance(found, dict) and isinstance(stated, dict):
+        for key in sorted(set(found) | set(stated)):
+            if why := _differs(found.get(key), stated.get(key), f"{where}.{key}", skip):
+                return why
+        return None
+    if isinstance(found, list) and isinstance(stated, list) and len(found) == len(stated):
+        return next((why for i, (a, b) in enumerate(zip(found, stated)) if (why := _differs(a, b, f"{where}[{i}]", skip))), None)
+    numbers = (int, float)
+    if isinstance(found, numbers) and isinstance(stated, numbers) and not isinstance(found, bool) and not isinstance(stated, bool):
+        same = math.isclose(found, stated, rel_tol=1e-9, abs_tol=1e-300)
+    else:
+        same = found == stated
+    return None if same else f"{where} states {json.dumps(stated)[:80]}, the releases give {json.dumps(found)[:80]}"
 
 
 def is_bundle(root: str | Path) -> bool:

@@ -378,6 +378,7 @@ def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseSco
     search_block["reduced"] = {
         "how": how,
         "from_eps": from_eps,
+        "source_variant": (source.get("provenance") or {}).get("variant"),  # whose search this carries (dphpo.release)
         "from_sigma": sigma_src,  # the source's test metric is not copied: its final run is not in this ledger
         "sample_rate_bisected": q,
         "batch_size": batch_size,
