@@ -169,9 +169,10 @@ def clipped_grad_sum(
         keep = torch.isfinite(norms) & torch.isfinite(loss.detach())
         if not bool((~keep).any()):  # one read per chunk: does any example drop out?
             (loss * coef).sum().backward()
-        else:  # a dropped example's NaN backprops NaN even weighted by 0: a second forward without it
+        elif bool(keep.any()):  # a dropped example's NaN backprops NaN even weighted by 0: a second forward without it
             del loss
             (losses(keep) * coef[keep]).sum().backward()
+        # else every example of the chunk dropped: it adds nothing (a forward on no example would fail)
     finally:
         wrapped.enable_hooks()
     sums = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
