@@ -104,6 +104,27 @@ def test_long_prompts_are_truncated_from_the_left_keeping_the_target(squad):
         assert task.codec.decode(task.t["ids_train"][i, 1 : ans[0]].tolist()).endswith("Answer:")
 
 
+def test_a_prompt_that_fits_is_kept_whole(squad):
+    """With room for prompt and target the whole prompt is trained on, also when it fills more than half the
+    room (a negative slice start kept only its last room − len(prompt) tokens: title and context lost)."""
+    codec = tiny_task(squad).codec
+    need = max(1 + len(codec.encode(prompt(e))) + len(codec.encode(target(e))) for e in load_split(squad, "train", None, 0, "t"))
+    task = tiny_task(squad, max_len=need)
+    for i, ex in enumerate(task.examples["train"]):
+        ans = task.t["answer_train"][i].nonzero().flatten().tolist()
+        assert task.codec.decode(task.t["ids_train"][i, 1 : ans[0]].tolist()) == prompt(ex)
+
+
+def test_generation_fits_the_models_positions(squad):
+    """Prompts as long as the model's positions leave room to answer (generation indexed past them and
+    crashed after training), and a max_len beyond them is refused, naming the key."""
+    task = tiny_task(squad, max_len=24)  # a 24-position model: every prompt is cut to 24 tokens for training
+    texts = task.predictions(task.build_model(), "test")
+    assert set(texts) == {e.id for e in task.examples["test"]}
+    with pytest.raises(ConfigError, match="model.max_len: 40 exceeds the model's 24 positions"):
+        QuestionAnsweringTask(task.prototype, task.codec, task.examples["train"], task.examples["test"], {}, max_len=40)
+
+
 def test_dp_sgd_lora_end_to_end_gives_f1_and_exact_match(squad):
     task = tiny_task(squad)
     trainable = [n for n, p in task.prototype.named_parameters() if p.requires_grad]

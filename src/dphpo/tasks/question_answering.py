@@ -103,7 +103,7 @@ def encode_examples(codec: Codec, examples: list[SquadExample], max_len: int) ->
         tgt = list(codec.encode(target(ex)))[: max_len - len(head) - 1]
         room = max_len - len(head) - len(tgt)
         p = list(codec.encode(prompt(ex)))
-        seq = head + p[len(p) - room :] + tgt if room > 0 else head + tgt
+        seq = head + p[max(0, len(p) - room) :] + tgt if room > 0 else head + tgt  # a prompt that fits stays whole
         ids[i, : len(seq)] = torch.tensor(seq)
         attn[i, : len(seq)] = 1.0
         answer[i, len(seq) - len(tgt) : len(seq)] = 1.0
@@ -125,21 +125,32 @@ def answer_losses(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, answe
 
 
 @torch.no_grad()
+def model_positions(model: nn.Module) -> int | None:
+    """How many positions the causal LM embeds (GPT-2's n_positions, OPT's max_position_embeddings), or None."""
+    config = getattr(model, "config", None)
+    return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+
+
 def generate_answers(model: nn.Module, codec: Codec, prompts: list[list[int]], max_new_tokens: int, batch_size: int = 8,
                      stop_ids: list[int] | None = None) -> list[str]:
-    """Greedy generation (left-padded batches), cut at the first newline and stripped."""
+    """Greedy generation (left-padded batches), cut at the first newline and stripped; a batch whose prompts
+    leave fewer than `max_new_tokens` of the model's positions generates only as far as they go."""
     device = next(model.parameters()).device
     stop_ids = stop_ids if stop_ids is not None else codec.stop_ids()
+    positions = model_positions(model)
     out: list[str] = []
     for s in range(0, len(prompts), batch_size):
         chunk = prompts[s : s + batch_size]
         width = max(len(p) for p in chunk)
+        if positions is not None and width >= positions:
+            raise ValueError(f"a prompt of {width} tokens leaves none of the model's {positions} positions to generate in")
         ids = torch.full((len(chunk), width), codec.pad_id, dtype=torch.long)
         attn = torch.zeros((len(chunk), width), dtype=torch.long)
         for i, p in enumerate(chunk):
             ids[i, width - len(p) :] = torch.tensor(p)
             attn[i, width - len(p) :] = 1
-        gen = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), max_new_tokens=int(max_new_tokens),
+        room = int(max_new_tokens) if positions is None else min(int(max_new_tokens), positions - width)
+        gen = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), max_new_tokens=room,
                              do_sample=False, num_beams=1, eos_token_id=stop_ids, pad_token_id=codec.pad_id)
         for row in gen[:, width:].tolist():
             out.append(codec.decode(row).split(STOP)[0].strip())
@@ -219,9 +230,14 @@ class QuestionAnsweringTask(OnDevice):
         self.codec = codec
         self.examples = {"train": list(train), "test": list(test)}
         self.max_len, self.max_new_tokens, self.eval_batch = int(max_len), int(max_new_tokens), int(eval_batch)
+        positions = model_positions(model)
+        if positions is not None and self.max_len > positions:
+            raise ConfigError(f"model.max_len: {self.max_len} exceeds the model's {positions} positions")
         # keys end in _train: sized by the declared public size, never the private count (memory.public_data_bytes)
         self.t = {f"{k}_train": v for k, v in encode_examples(codec, self.examples["train"], self.max_len).items()}
-        self.prompts = {k: encode_prompts(codec, v, self.max_len) for k, v in self.examples.items()}
+        # a generation prompt leaves at least one position to answer in
+        prompt_len = self.max_len if positions is None else min(self.max_len, positions - 1)
+        self.prompts = {k: encode_prompts(codec, v, prompt_len) for k, v in self.examples.items()}
         self._stop = codec.stop_ids()
         self._provenance = provenance
         self.n_train, self.n_test = len(train), len(test)
@@ -241,8 +257,11 @@ class QuestionAnsweringTask(OnDevice):
         prov |= extra | {"data": {"name": data["name"], "files": [FILES["train"], FILES["dev"]], "max_train": data.get("max_train"),
                                   "max_test": data.get("max_test"), "subsample_seed": seed},
                          "dataset_checksum": examples_checksum(train, test)}
-        return cls(model, codec, train, test, prov, max_len=int(model_spec.get("max_len", 512)),
-                   max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)), device=device)
+        try:
+            return cls(model, codec, train, test, prov, max_len=int(model_spec.get("max_len", 512)),
+                       max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)), device=device)
+        except ConfigError as err:
+            raise ConfigError(f"{where}.{err}") from None
 
     def provenance(self) -> dict:
         return dict(self._provenance) | {
