@@ -1,6 +1,6 @@
 """Time to build the workflow's DAG (a dry run), the embedded study and the paper grid side by side.
 
-The paper grid's DAG has ~1,750 jobs; Snakemake's output matching grows with the number of jobs and
+The paper grid's DAG has ~2,600 jobs; Snakemake's output matching grows with the number of jobs and
 outputs per job. Both dry runs start from an empty working directory, in one invocation of this
 script, so their ratio is comparable across machines. Prints timings; never fails on speed.
 

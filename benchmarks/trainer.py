@@ -59,8 +59,11 @@ def batched_times(x, y, k, h, steps, repeats, noise: str = "ahead") -> tuple[flo
     """(median, best) seconds per call of the trainer on H trials of `steps` steps each (ρ = 0.9), the noise
     drawn one step ahead (`ahead`), in line (`inline`), or not at all (`off`: σ = 0)."""
     sigma = 0.0 if noise == "off" else 1.0
-    trials = TrialBatch([0.1] * h, [steps] * h, [sigma] * h, list(range(h)))
-    warm = TrialBatch([0.1] * h, [1] * h, [sigma] * h, list(range(h)))
+    # distinct η: the trainer trains noiseless trials of one η as one run (dpgd.shared_runs), which would
+    # time one trial and credit H
+    etas = [0.1 * (1 + 1e-3 * j) for j in range(h)]
+    trials = TrialBatch(etas, [steps] * h, [sigma] * h, list(range(h)))
+    warm = TrialBatch(etas, [1] * h, [sigma] * h, list(range(h)))
     ahead = noise != "inline"
     train_linear_dpgd(x, y, k, n_public=len(y), trials=warm, noise_ahead=ahead)  # warm-up: allocator, BLAS threads
     return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials, noise_ahead=ahead), repeats)

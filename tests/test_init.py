@@ -306,6 +306,21 @@ def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keep
     assert dphpo(["check-config", str(out)]) == 0
 
 
+def test_add_to_a_config_without_the_safeguarded_rule_does_not_claim_it_runs(tmp_path, capsys):
+    """Audit: --add into a config with no safeguarded variant wrote a header (and printed a note) saying the
+    recommended rule (variants.safeguarded) runs and skips its stages at small N, where nothing runs it."""
+    out = tmp_path / "tiny.yaml"
+    shutil.copyfile(REPO / "tests" / "configs" / "tiny.yaml", out)
+    assert not yaml.safe_load(out.read_text()).get("variants")
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "f.npz", train_x=rng.normal(size=(300, 4)).astype(np.float32), train_y=np.arange(300) % 2,
+             test_x=rng.normal(size=(50, 4)).astype(np.float32), test_y=np.arange(50) % 2)
+    assert dphpo(["init", "--features", str(tmp_path / "f.npz"), "--out", str(out), "--add", "--public-n-train", "300"]) == 0
+    printed, text = capsys.readouterr().out, out.read_text()
+    assert "variants.safeguarded" not in printed and "no variant of this config runs it" in printed
+    assert "So the recommended safeguarded rule does not run".lower() in text.lower() and "both run" not in text
+
+
 def test_add_refuses_a_config_the_workflow_would_not_run_and_keeps_a_link(tmp_path, capsys):
     """Audit: --add extended an empty file, a list or a config without privacy with a traceback, and wrote
     over a symlinked config (the link became a file); a registry dataset's name shared its result paths."""

@@ -222,8 +222,14 @@ HEADER = """\
 #   them if the task's classes are public (they usually are); a label outside them is refused.
 {split}# - Each released model is DP with respect to one training record (add/remove); `dphpo release` states
 #   what all releases together cost.
-# The paper's rule (the main study) and the recommended safeguarded rule (variants.safeguarded) both run;
+{rules}"""
+
+#: The header's last lines: which linear scaling rules the config runs.
+BOTH_RULES = """# The paper's rule (the main study) and the recommended safeguarded rule ({variants}) both run;
 # the tables show them side by side with the baselines below.
+"""
+PAPER_RULE_ONLY = """# The paper's rule (the main study) runs with the baselines below. No variant sets linear_scaling.safeguard,
+# so the recommended safeguarded rule does not run (a new `dphpo init` config adds it as variants.safeguarded).
 """
 
 
@@ -255,7 +261,16 @@ def render(config: dict, command: str) -> str:
     split = [f"{name}: column {s['split_field']!r}" for name, s in own.items() if s.get("split_field")]
     # read off the files like the classes: public only where the split is (a benchmark's own)
     split_comment = SPLIT_COMMENT.format(split="; ".join(split)) if split else ""
-    return HEADER.format(command=command, counted=counted, classes=classes, split=split_comment) + "\n" + body
+    guarded = safeguarded_variants(config)
+    rules = BOTH_RULES.format(variants=", ".join(f"variants.{v}" for v in guarded)) if guarded else PAPER_RULE_ONLY
+    return HEADER.format(command=command, counted=counted, classes=classes, split=split_comment, rules=rules) + "\n" + body
+
+
+def safeguarded_variants(config: dict) -> list[str]:
+    """The config's variants that run the recommended rule (`linear_scaling.safeguard` set): what `dphpo
+    init` writes for a new config, and what a config extended with --add may lack."""
+    return [name for name, spec in (config.get("variants") or {}).items()
+            if ((spec or {}).get("linear_scaling") or {}).get("safeguard") not in (None, False)]
 
 
 def head_parameters(config: dict, found: Inspection) -> int:
@@ -280,10 +295,14 @@ def size_note(config: dict, found: Inspection) -> str | None:
     if not skipped:
         return None
     smallest = min(skipped)
+    guarded = safeguarded_variants(config)
+    recommended = (f"recommended rule ({', '.join(f'variants.{v}' for v in guarded)}) skips its stages there and spends"
+                   if guarded else "recommended rule would skip its stages there (no variant of this config runs it: add one "
+                   "with linear_scaling.safeguard: true) and spend")
     return (f"note: {found.name} declares {n:,} training records: at target eps {', '.join(f'{e:g}' for e in sorted(skipped))} "
             f"the stage trials cannot rank r (at eps={smallest:g}, {skipped[smallest].removeprefix('no signal: ')}), so the "
-            "recommended rule (variants.safeguarded) skips its stages there and spends the whole budget on one run at the public "
-            "prior r (docs/methods.md §3); the paper's rule still searches on noise: compare both with random_search in the tables")
+            f"{recommended} the whole budget on one run at the public prior r (docs/methods.md §3); the paper's rule still "
+            "searches on noise: compare it with random_search in the tables")
 
 
 def existing_config(path: Path) -> tuple[dict, float]:
