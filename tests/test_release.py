@@ -174,6 +174,9 @@ def test_a_language_model_pretrained_on_a_private_corpus_costs_it_infinity():
     assert not alone.bundle_is_infinite
     (both,) = statements([half, lm("all", {"partition": None})], include_nonprivate=False)
     assert both.public_uses == [half] and both.to_dict()["bundle_eps"] == "inf"
+    vision = _release("runs/tweets/minilm/linear_scaling/default/seed0/eps1/result.json", "tweets", 0.5, {"extractor": "minilm"})
+    (beside,) = statements([half, vision], include_nonprivate=False)  # a linear head on all of tweets' features
+    assert beside.public_uses == [half]
 
 
 def test_nonprivate_only_when_asked_and_stated_as_infinite(tree, tmp_path):

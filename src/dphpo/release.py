@@ -147,10 +147,11 @@ class Release:
 
     def trained_on(self, corpus: dict) -> bool:
         """Whether the release's private data may share records with `corpus` (`{name, partition}`): the same
-        corpus, unless both take disjoint partitions (`dphpo.data.text.overlapping_parts`)."""
-        data = _data_source(self.provenance.get("trainer")) or {}
-        private = {"name": data.get("corpus"), "partition": data.get("partition")}
-        return bool(private["name"]) and bool(overlapping_parts([corpus], private))
+        corpus, unless both take disjoint partitions (`dphpo.data.text.overlapping_parts`); a vision release
+        (on the dataset's features) takes no partition."""
+        data = _data_source(self.provenance.get("trainer"))
+        private = {"name": data["corpus"], "partition": data.get("partition")} if data else {"name": self.dataset}
+        return bool(overlapping_parts([corpus], private))
 
     @property
     def p_exceed(self) -> float:
