@@ -54,6 +54,8 @@ BAD_CONFIGS = [
     ("duplicate seeds", {"seeds": [0, 0]}, ["seeds:", "listed twice"]),
     ("duplicate budgets", {"privacy": {"target_eps": [1, 1.0]}}, ["privacy.target_eps:", "listed twice"]),
     ("budgets sharing a results path", {"privacy": {"target_eps": [0.1, 0.1000001]}}, ["privacy.target_eps:", "'0.1'"]),
+    # an own-target final run takes its ε from the path label: it ran at 0.123457 (or failed to find its stages)
+    ("a budget its path label misreads", {"privacy": {"target_eps": [0.1234567]}}, ["privacy.target_eps: 0.1234567 is written '0.123457'"]),
     ("empty steps", {"search_space": {"eta": {"min": 0.01, "max": 2.0}, "steps": []}}, ["search_space.steps:", "non-empty"]),
     ("zero steps", {"search_space": {"eta": {"min": 0.01, "max": 2.0}, "steps": [0, 10]}}, ["search_space.steps:", "minimum of 1"]),
     ("typo inside a variant", _variant(training={"clip_nrom": 0.01}), ["variants.v1", "clip_nrom"]),

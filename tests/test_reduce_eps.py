@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
@@ -124,3 +125,17 @@ def test_subsampling_is_refused_under_replace_one_before_any_training(source_rel
     trainer = LinearHeadTrainer(digits_features, TrainSettings(adjacency="replace_one"))
     with pytest.raises(ConfigError, match="how=subsample .* add_remove adjacency only .*replace_one"):
         ls.reduce_final(trainer, source, 0.7, "subsample", noise_scope(0))
+
+
+def test_a_reduction_of_another_source_draws_other_noise(source_release):
+    """Audit: the final run's draw was labelled by the target and `how` only, so a reduction of another source
+    (another from_eps, source variant or version) under one key and variant reused its noise."""
+    import copy
+
+    trainer, source = source_release
+    again = ls.reduce_final(trainer, source, 0.7, "noise", noise_scope(0))
+    same = ls.reduce_final(trainer, copy.deepcopy(source), 0.7, "noise", noise_scope(0))
+    other = copy.deepcopy(source)
+    other["provenance"]["variant"] = "another"
+    moved = ls.reduce_final(trainer, other, 0.7, "noise", noise_scope(0))
+    assert np.array_equal(again.weights, same.weights) and not np.allclose(again.weights, moved.weights)

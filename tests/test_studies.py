@@ -48,3 +48,18 @@ def test_language_result_files_are_one_per_seed_and_target():
     assert study_config.language_result_files(config, "s", "nonprivate") == ["results/language/s/nonprivate/result.json"]
     with pytest.raises(ConfigError, match="no study named 't'"):
         study_config.language_result_files(config, "t", "random_search")
+
+
+def test_a_stage_drawn_for_other_data_is_refused_naming_it(tmp_path):
+    """Audit: stage files were checked for their identity and settings hash only, so a stage computed on
+    another feature cache (a copied tree, Snakemake's metadata lost) joined a final run on this one."""
+    from dphpo.errors import OutputFileError
+
+    from conftest import noise_scope
+
+    scope = noise_scope(0).over_data(["a" * 64])
+    stage = {"provenance": {"randomness": scope.describe()}}
+    study_config.check_noise_scope(["stage1.json"], [stage], scope)
+    for other in (noise_scope(0).over_data(["b" * 64]), noise_scope(1).over_data(["a" * 64])):
+        with pytest.raises(OutputFileError, match="stage1.json drew its noise for other data"):
+            study_config.check_noise_scope(["stage1.json"], [stage], other)

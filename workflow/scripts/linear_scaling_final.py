@@ -13,6 +13,7 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     stages = study_config.check_inputs(snakemake.input.stages, snakemake.config)  # stages of other settings are refused
     trainer, cfg = build_trainer(cfg, study_config.vision_study(cfg, wc.dataset, wc.extractor), snakemake.input.features)
     noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
+    study_config.check_noise_scope(snakemake.input.stages, stages, noise)  # and stages of other data
     results = linear_scaling.run_final(
         trainer,
         study_config.linear_scaling_config(cfg),

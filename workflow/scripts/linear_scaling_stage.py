@@ -15,6 +15,8 @@ with jobs.job_log(snakemake.log[0], snakemake.threads) as log:
     noise = study_config.noise_scope(cfg, wc.dataset, wc.extractor, wc.variant, int(wc.seed), "linear_scaling", trainer)
     # a previous stage of other settings is refused, naming the keys that differ
     previous = study_config.check_inputs([snakemake.input.previous], snakemake.config)[0] if snakemake.input.previous else None
+    if previous is not None:  # and one of other data
+        study_config.check_noise_scope([snakemake.input.previous], [previous], noise)
     stage = linear_scaling.run_stage(
         trainer,
         study_config.linear_scaling_config(cfg),

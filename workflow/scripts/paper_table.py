@@ -13,6 +13,7 @@ logging.basicConfig(filename=snakemake.log[0], filemode="w", level=logging.INFO,
 name = snakemake.wildcards.table
 # every release must be of the settings the config asks for (Snakemake may not have rerun it)
 study_config.check_inputs(study_config.run_results(snakemake.input), snakemake.config)
+study_config.check_language_results(snakemake.input, snakemake.config)  # Table 3's language rows
 table = paper.write(
     snakemake.config,
     name,

@@ -50,6 +50,7 @@ from dphpo.hpo.trial_queue import TrialQueue
 from dphpo.privacy.accountant import sample_rate_for_remaining
 from dphpo.privacy.ledger import Ledger, LedgerEntry
 from dphpo.privacy.randomness import NoiseScope
+from dphpo.provenance import config_hash
 from dphpo.train.protocol import PrivateTrainer
 
 METHOD = "linear_scaling"
@@ -365,8 +366,10 @@ def reduce_final(trainer, source: dict, target: float, how: str, noise: NoiseSco
     run_trainer, sigma, q, batch_size = _reduced_run(trainer, search, target, how, steps, sigma_src)
     run_acc = run_trainer.accountant
     delta = trainer.accountant.delta
-    outcome = run_trainer.run_trials([eta], [steps], [sigma], [noise.seed(METHOD, "reduce", how, f"{target:.10g}")],
-                                     progress=progress, desc=f"final run ({how})")
+    # labelled by the source release too: a reduction of another source (another from_eps, source variant or
+    # version of it) under one key and variant draws independent noise
+    seed = noise.seed(METHOD, "reduce", how, f"{target:.10g}", "source", config_hash(source))
+    outcome = run_trainer.run_trials([eta], [steps], [sigma], [seed], progress=progress, desc=f"final run ({how})")
     eps_alone = run_acc.standalone_eps(sigma, steps)
     ledger = search.copy()
     final = run_acc.entry("final run", sigma, steps, {"eta": eta, "steps": steps, "sigma": sigma, "standalone_eps": eps_alone})

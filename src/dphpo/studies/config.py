@@ -115,6 +115,7 @@ def _check_target_subset(config: dict, variant: str, targets) -> None:
     if not isinstance(targets, list) or not targets or not all(isinstance(e, (int, float)) and not isinstance(e, bool) for e in targets):
         raise ConfigError(f"{key}: expected a non-empty list of target budgets (numbers), got {targets!r}")
     _refuse_duplicates(key, targets, layout.eps_label)
+    _refuse_inexact_labels(key, targets)
     base = {layout.eps_label(e) for e in config["privacy"]["target_eps"]}
     outside = [e for e in targets if layout.eps_label(e) not in base]
     if outside:
@@ -371,6 +372,19 @@ def check_inputs(paths: Any, config: dict) -> list[dict]:
     return records
 
 
+def check_noise_scope(paths: Any, records: Any, noise) -> None:
+    """Each record read from `paths` (a search's stage files) drew its noise in `noise`'s scope: the same key,
+    settings, seed and data (its feature cache's checksums), so a stage computed on other data (a copied tree,
+    Snakemake's metadata lost) never joins a run on this data. Raises OutputFileError naming the file."""
+    want = json.loads(json.dumps(noise.describe()))
+    for path, record in zip(paths, records, strict=True):
+        had = (record.get("provenance") or {}).get("randomness")
+        if had != want:
+            raise OutputFileError(f"{path} drew its noise for other data, another seed or another noise key than this job "
+                                  f"(provenance.randomness {json.dumps(had)[:120]}, this job's {json.dumps(want)[:120]}); "
+                                  f"delete it or rerun with `snakemake --forcerun {path}`")
+
+
 def language_settings_hash(config: dict, name: str, method: str | None = None) -> str:
     """The hash of `language_settings`: the language rules' params, recorded by each language release
     as `provenance.settings_hash` (method None or "nonprivate": the non-private reference)."""
@@ -388,6 +402,17 @@ def check_language_inputs(paths: Any, records: Any, config: dict, name: str, met
             why = "records no settings_hash: it was written by an older dphpo" if had is None else (
                 f"was computed with other settings than language.studies.{name} and the sections it reads ask for")
             raise OutputFileError(f"{path} {why}; delete it or rerun with `snakemake --forcerun {path}`")
+
+
+def check_language_results(paths: Any, config: dict) -> None:
+    """`check_language_inputs` for the language releases among `paths` (`layout.LANGUAGE_RESULT`: e.g. the
+    language rows of the paper's Table 3), each (study, method) against its own settings."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for path in paths:
+        if (w := layout.parse(layout.LANGUAGE_RESULT, path)) is not None:
+            groups.setdefault((w["study"], w["method"]), []).append(str(path))
+    for (study, method), files in groups.items():
+        check_language_inputs(files, [read_json(f) for f in files], config, study, method)
 
 
 def run_results(paths: Any) -> list[str]:
@@ -492,6 +517,7 @@ def check_config(config: dict) -> None:
     _refuse_duplicates("seeds", [int(s) for s in config["seeds"]], str)
     # two budgets that share a results path (eps_label) would overwrite each other's files
     _refuse_duplicates("privacy.target_eps", list(config["privacy"]["target_eps"]), layout.eps_label)
+    _refuse_inexact_labels("privacy.target_eps", list(config["privacy"]["target_eps"]))
     check_size(config)
     check_study_resources(config)
     # a study listed twice would count one run twice in every table row (n = 2, ± 0.00)
@@ -564,6 +590,15 @@ def _refuse_duplicates(key: str, values: list, label) -> None:
                 "list each once (a duplicate would only repeat identical runs and overwrite their results)"
             )
         seen[label(value)] = value
+
+
+def _refuse_inexact_labels(key: str, targets: list) -> None:
+    """ConfigError naming `key` when a target ε is not the number its path label (`layout.eps_label`, 6
+    significant digits) reads back as: a job that takes its ε from the label would run at another budget."""
+    for eps in targets:
+        if float(layout.eps_label(eps)) != float(eps):
+            raise ConfigError(f"{key}: {eps!r} is written {layout.eps_label(eps)!r} in result paths, another budget; "
+                              "give each target ε in at most 6 significant digits")
 
 
 # --------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def run_language_method(config: dict, name: str, method: str, seed: int, source,
     outcomes = hpo.run_method(method, trainer, cfg, noise, progress=True)
     releases = []
     for r, result_path, model_path, internal_path in zip(outcomes, result_paths, model_paths, internal_paths, strict=True):
-        prov = writer.provenance(cfg, trainer, noise=noise, seed=seed, study=name, method=method,
+        prov = writer.provenance(cfg, trainer, r, noise=noise, seed=seed, study=name, method=method,
                                  settings_hash=study_config.language_settings_hash(config, name, method))
         releases.append(writer.write_result(r, result_path, model_path, prov, internal_path))
     return releases
