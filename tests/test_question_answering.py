@@ -202,7 +202,7 @@ def _paper_config(study=SQUAD_STUDY) -> dict:
 
 
 def _f1_record(method: str, f1: float) -> dict:
-    return {"method": method, "metric": "f1", "test_metric": f1, "test_accuracy": None, "total_eps": 0.99, "target": {"eps": 1.0},
+    return {"method": method, "metric": "f1", "test_metric": f1, "test_accuracy": None, "total_eps": 0.99, "total_delta": 5e-4, "target": {"eps": 1.0},
             "private": True, "selection": {"rule": "noisy_train_accuracy", "private": method != "grid_oracle"},
             "privacy": {"total": {"accountant": "prv"}}, "released": {"r": 1.0}, "trials": [{}, {}]}
 
@@ -235,6 +235,13 @@ def test_table3_plans_and_builds_the_squad_row_from_language_results():
     assert squad["RERR (%)"] == pytest.approx(100 * (79 - 49) / (83 - 49), abs=0.01)
     assert squad["Panda et al. R / O / ours / RERR"] == "49.33 / 82.43 / 78.08 / 86.85"
     assert not any(c.startswith("_") for c in table.columns)
+    # the δ its records state (1/(2N) of the study's 1,000 questions), not privacy.delta's 1e-05
+    assert "at target ε = 1 (δ = 0.0005)" in table.caption
+    # the paper's numbers are at ε = 1: beside rows at another ε they would read as a comparison
+    cfg["paper"]["eps"] = 2
+    p2 = paper.Paper(cfg, [("cifar10", "vit", "random_search"), ("cifar10", "vit", "grid_oracle")])
+    table2 = paper.BUILDERS["table3"](p2, plan.PLANS["table3"](p2), Fake())
+    assert [r["Panda et al. R / O / ours / RERR"] for r in table2.rows] == [None, None]
 
 
 def test_table3_squad_row_says_what_the_config_lacks():

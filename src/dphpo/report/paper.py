@@ -68,6 +68,10 @@ class Results:
     def many(self, src: Source) -> list[dict]:
         return [self.get(f) for f in src.files] if src.ok else []
 
+    def read(self) -> list[dict]:
+        """Every record read so far."""
+        return list(self._cache.values())
+
 
 @dataclass
 class Summary:
@@ -129,17 +133,24 @@ def _ours_cols(prefix: str = "") -> list[str]:
     return [f"{prefix}total ε (incl. search)", f"{prefix}HPO cost", f"{prefix}selection"]
 
 
+#: The target ε of Panda et al.'s Tables 2, 3, 4 and 13: their numbers stand beside rows at that ε only.
+PANDA_EPS = 1.0
+#: Table 2's studies per block (Koskela & Kulkarni's ResNet20 on CIFAR100; no public data: a WRN on synthetic images).
+TABLE2_STUDIES = {"public": ("cifar10", "resnet20_cifar100"), "no_public": ("cifar10", "wrn16_4_synthetic")}
+
+
 def build_table2(p: Paper, plan: TablePlan, res: Results) -> Table:
     rows = []
     for rp in plan.rows:
         s = summarize(res.many(rp.sources["run"]))
-        ref = SEED000["table2"].get((rp.key["_block"], rp.key["_method"])) if rp.key["dataset"] == "cifar10" else None
+        paper_study = (rp.key["dataset"], rp.key["extractor"]) == TABLE2_STUDIES.get(rp.key["_block"])
+        ref = SEED000["table2"].get((rp.key["_block"], rp.key["_method"])) if p.eps == PANDA_EPS and paper_study else None
         rows.append(
             {**rp.key, "target ε": p.eps, **_summary_cells(s), "Panda et al. (%)": ref}
         )
     cols = ["setting", "dataset", "extractor", "method", "target ε", "total ε (incl. search)", "HPO cost", "seeds", "test accuracy (%)", "selection", "Panda et al. (%)"]
     caption = (
-        f"Panda et al. Table 2 at target ε = {p.eps:g} (δ = {p.delta:g}): linear probing with a feature extractor pretrained "
+        f"Panda et al. Table 2 at target ε = {p.eps:g} ({_delta(p, res)}): linear probing with a feature extractor pretrained "
         "on public data (Koskela & Kulkarni, Papernot & Steinke, ours) and without public data (random search, the "
         "grid-search oracle, ours). 'total ε (incl. search)' is the ε of every release composed (max over seeds); the "
         "oracle's is ∞: it selects on test data, which no ε covers."
@@ -156,7 +167,8 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
         value = rerr(s.mean, (r.mean, r.std, r.n), (o.mean, o.std, o.n)) if r and o and s and s.hpo == "included" else None
         reduction = None if value is None else round(100.0 * value, 2)
         language = rp.key.get("_language")
-        ref = SEED000["table3"].get(("language", rp.key.get("_paper_ref")) if language else (rp.key["dataset"], rp.key["extractor"]))
+        ref = SEED000["table3"].get(("language", rp.key.get("_paper_ref")) if language else (rp.key["dataset"], rp.key["extractor"])) \
+            if p.eps == PANDA_EPS else None
         rows.append(
             {
                 **rp.key,
@@ -175,7 +187,7 @@ def build_table3(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = [c for c in rows[0] if not c.startswith("_")] if rows else ["dataset", "extractor"]
     caption = (
-        f"Panda et al. Table 3 at target ε = {p.eps:g} (δ = {p.delta:g}): random search (one run at the full budget, "
+        f"Panda et al. Table 3 at target ε = {p.eps:g} ({_delta(p, res)}): random search (one run at the full budget, "
         "accounted), the grid-search oracle (every grid point at the full budget, best on TEST — HPO cost NOT "
         "included, an upper reference) and ours (search included in the total). RERR = (ours − random) / "
         "(oracle − random) × 100, on the means over seeds. Language rows (SQuAD: OPT with DP-SGD + LoRA, "
@@ -188,7 +200,7 @@ def build_table4(p: Paper, plan: TablePlan, res: Results) -> Table:
     rows = []
     for rp in plan.rows:
         s = summarize(res.many(rp.sources["ours"]))
-        ref = SEED000["table4"].get((rp.key["model"], rp.key["dataset"]))
+        ref = SEED000["table4"].get((rp.key["model"], rp.key["dataset"])) if p.eps == PANDA_EPS else None
         rows.append(
             {
                 **rp.key,
@@ -200,7 +212,7 @@ def build_table4(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["model", "dataset", "target ε", "total ε (incl. search)", "HPO cost", "seeds", f"ε = {p.eps:g} (%)", "ε = ∞ (%)", "gap (points)", "selection", "Panda et al. ε = 1 / ∞"]
     caption = (
-        f"Panda et al. Table 4: every extractor × dataset, linear scaling at target ε = {p.eps:g} (δ = {p.delta:g}) with the "
+        f"Panda et al. Table 4: every extractor × dataset, linear scaling at target ε = {p.eps:g} ({_delta(p, res)}) with the "
         "search included in the total, against the non-private reference (σ = 0, best grid point on TEST: a ceiling, "
         "not a DP result). Gap = ε = ∞ minus the private mean."
     )
@@ -311,7 +323,7 @@ def build_table12(p: Paper, plan: TablePlan, res: Results) -> Table:
             "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", *[f"{n} (%), quoted" for n in TABLE12_QUOTED],
             "selection", "seeds", "Panda et al. ours / r"]
     caption = (
-        f"Panda et al. Table 12{_study_of(plan)} (δ = {p.delta:g}): the linear scaling rule at each target ε (search included in its total) "
+        f"Panda et al. Table 12{_study_of(plan)} ({_delta(p, res)}): the linear scaling rule at each target ε (search included in its total) "
         "against Mehta et al. (2023b)'s single full-batch DP-Adam step, run here on the same features (method `mehta`, "
         "its hyperparameters fixed a priori, accounted at the same target), and the ε = ∞ non-private reference (best "
         "grid point on TEST: a ceiling). The Mehta et al. 2023a/2023b columns are QUOTED from Panda et al. Table 12, not "
@@ -326,7 +338,7 @@ def build_figure2(p: Paper, plan: TablePlan, res: Results) -> Table:
     cols = ["ε", "dataset", "extractor", "variant", "target ε", "ours (%)", "ours r = η·T", "total ε ours (incl. search)",
             "search", "HPO cost", "Mehta et al. 2023b, run here (%)", "total ε Mehta (run here)", "selection", "seeds"]
     caption = (
-        f"Panda et al. Figure 2, tabulated{_study_of(plan)} (δ = {p.delta:g}): accuracy against target ε of the linear scaling rule (search "
+        f"Panda et al. Figure 2, tabulated{_study_of(plan)} ({_delta(p, res)}): accuracy against target ε of the linear scaling rule (search "
         "included in every total) and of Mehta et al. (2023b) run here on the same features; the last row is the "
         "non-private reference (ε = ∞). Panda et al. pay for one search (stages at ε = 0.1 and 0.2) and reuse it for "
         "every ε ∈ [0.5, 8]; the column 'search' says, from the records, whether these runs shared one search "
@@ -446,7 +458,7 @@ def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:
         elif s:
             ef = float(np.mean([as_float(r["released"].get("standalone_eps", r["target"]["eps"])) for r in s.results]))
         key = (None, None) if rp.key["variant"] == "–" else (_round(e1), _round(e2))
-        ref = SEED000["table13"].get(key) if _paper_setting(p, "table13", dataset="cifar10", extractor="beitv2") else None
+        ref = SEED000["table13"].get(key) if p.eps == PANDA_EPS and _paper_setting(p, "table13", dataset="cifar10", extractor="beitv2") else None
         rows.append(
             {
                 **rp.key,
@@ -465,7 +477,7 @@ def build_table13(p: Paper, plan: TablePlan, res: Results) -> Table:
         )
     cols = ["method", "variant", "ε1", "ε2", "ε_f (final run alone)", "target ε", "total ε (incl. search)", "HPO cost", "accuracy (%)", "std", "seeds", "selection", "Panda et al. ε_f / acc"]
     caption = (
-        f"Panda et al. Table 13 at target ε = {p.eps:g} (δ = {p.delta:g}): the marginal cost of the search. The first row is "
+        f"Panda et al. Table 13 at target ε = {p.eps:g} ({_delta(p, res)}): the marginal cost of the search. The first row is "
         "the grid-search oracle (HPO cost not included); each further row spends n trials at ε1 and n at ε2 (standalone "
         "ε of each trial) plus the selection releases, and the final run gets ε_f, so that the total is the target."
     )
@@ -504,7 +516,7 @@ def build_table14(p: Paper, plan: TablePlan, res: Results) -> Table:
             "degradation (points)", "sample rate q", "σ (mean)", "total ε (incl. search)", "accountant", "HPO cost", "selection",
             "seeds", "Panda et al. acc / degradation"]
     caption = (
-        f"Panda et al. Table 14 (δ = {p.delta:g}): the linear scaling result at the higher ε, and its final run redone at the "
+        f"Panda et al. Table 14 ({_delta(p, res)}): the linear scaling result at the higher ε, and its final run redone at the "
         "lower target two ways — full batch with the same η and T and σ raised ('noise'), or the same η, T and σ on "
         "Poisson subsamples of expected size B = q·N_pub, q the largest rate whose amplified accounting meets the target "
         "('subsample'; N_pub the declared public size). Either way the whole search of the source result is charged "
@@ -538,7 +550,7 @@ def build_table15(p: Paper, plan: TablePlan, res: Results) -> Table:
     cols = ["design choice", "baseline", "variant", "target ε", "baseline accuracy (%)", "ours (%)", "improvement (points)", "total ε baseline", "total ε ours", "accountant baseline / ours", "HPO cost", "selection", "Panda et al. baseline / improvement"]
     caption = (
         f"Panda et al. Table 15: each design choice of the method against the alternative prior work used, at target ε = "
-        f"{'–' if eps is None else f'{eps:g}'} (δ = {p.delta:g}). Both columns run the whole linear scaling rule (search "
+        f"{'–' if eps is None else f'{eps:g}'} ({_delta(p, res)}). Both columns run the whole linear scaling rule (search "
         "included in each total); the baseline changes one thing (a variant). Minibatch and RDP-accounting runs are "
         "calibrated and accounted with RDP (accountant 'rdp'); the rest compose exactly in GDP."
     )
@@ -617,7 +629,7 @@ def build_dp_continual(p: Paper, plan: TablePlan, res: Results) -> Table:
         f"Seed 003 (Bu et al.: pre-training DP models with limited public data) in front of Panda et al.'s method: the "
         "extractor is pretrained on public data (the switch to the private stage chosen from public statistics only) "
         "and, where configured, pre-trained further with DP-SGD on *another* private dataset, then linear scaling runs "
-        f"on the study's data at target ε = {p.eps:g} (δ = {p.delta:g}, search included). Two guarantees for two "
+        f"on the study's data at target ε = {p.eps:g} ({_delta(p, res)}, search included). Two guarantees for two "
         "datasets: 'pre-training ε' is w.r.t. the pre-training data (prv-accountant upper bound), 'total ε' w.r.t. the "
         "study's data; a study on the pre-training data itself is refused by the config check."
     )
@@ -703,6 +715,19 @@ def _oracle_note(p: Paper, oracles: Iterable[Summary | None]) -> list[str]:
         f"oracle: best on TEST of {'/'.join(map(str, sizes))} grid points (variant '{p.grid_variant}', key baselines.grid); "
         "ours searches the whole search space, so it can beat an oracle whose grid is coarser (RERR > 100 %)"
     ]
+
+
+def _delta(p: Paper, res: Results) -> str:
+    """The δ a caption states: the total δ of the DP records the table read (`privacy.delta`, a variant's own, or
+    a language study's 1/(2N)), each with the studies at it where they differ; `privacy.delta` before any is read."""
+    at: dict[float, set[str]] = {}
+    for r in res.read():
+        if r.get("total_delta") is not None and math.isfinite(as_float(r.get("total_eps", math.inf))):  # an ε = ∞ record states no δ
+            prov = r.get("provenance") or {}
+            at.setdefault(as_float(r["total_delta"]), set()).add(str(prov.get("study") or prov.get("dataset") or "?"))
+    if len(at) <= 1:
+        return f"δ = {next(iter(at), p.delta):g}"
+    return "δ = " + ", ".join(f"{d:g} ({', '.join(sorted(names))})" for d, names in sorted(at.items()))
 
 
 def _round(x: float | None) -> float | None:
