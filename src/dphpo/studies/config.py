@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -594,9 +595,10 @@ def _refuse_duplicates(key: str, values: list, label) -> None:
 
 def _refuse_inexact_labels(key: str, targets: list) -> None:
     """ConfigError naming `key` when a target ε is not the number its path label (`layout.eps_label`, 6
-    significant digits) reads back as: a job that takes its ε from the label would run at another budget."""
+    significant digits) reads back as: a job that takes its ε from the label would run at another budget
+    (float rounding, 0.35000000000000003 for 0.35, is the same budget: the searches key ε to 10 digits)."""
     for eps in targets:
-        if float(layout.eps_label(eps)) != float(eps):
+        if not math.isclose(float(layout.eps_label(eps)), float(eps), rel_tol=1e-10):
             raise ConfigError(f"{key}: {eps!r} is written {layout.eps_label(eps)!r} in result paths, another budget; "
                               "give each target ε in at most 6 significant digits")
 
