@@ -38,6 +38,7 @@ from dphpo.tasks.models import (
     LORA_TARGETS,
     apply_lora,
     linearize_conv1d,
+    model_positions,
     model_source,
     resolved_commit,
     set_trainable_gpt2,
@@ -243,8 +244,8 @@ class CausalLMTask(OnDevice):
         if data.train and isinstance(data.train[0], tuple):
             raise ConfigError(f"{where}.data.text_field: a causal LM takes one text column, not a pair")
         max_len = int(spec["model"].get("max_len", 48))
-        if max_len > model.config.n_positions:
-            raise ConfigError(f"{where}.model.max_len: {max_len} exceeds the model's {model.config.n_positions} positions")
+        if max_len > (positions := model_positions(model)):
+            raise ConfigError(f"{where}.model.max_len: {max_len} exceeds the model's {positions} positions")
         ids_tr, m_tr = encode_sequences(encode, eos_id, data.train, max_len)
         ids_te, m_te = encode_sequences(encode, eos_id, data.test, max_len)
         prov |= {"data": data.source, "dataset_checksum": data.checksum(), "max_len": max_len}

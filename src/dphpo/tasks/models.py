@@ -156,3 +156,9 @@ def apply_lora(model: nn.Module, lora: dict | None, scopes: list[str], default_t
         p.requires_grad = "lora_" in name or name.startswith(also_trained)
     return {"rank": config.r, "alpha": config.lora_alpha, "targets": list(targets), "adapted_modules": matched,
             "seed": int(lora.get("seed", 0)), "peft": peft.__version__}
+
+
+def model_positions(model: nn.Module) -> int | None:
+    """How many positions a causal LM embeds (GPT-2's n_positions, OPT's max_position_embeddings), or None."""
+    config = getattr(model, "config", None)
+    return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)

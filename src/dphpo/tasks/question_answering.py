@@ -41,7 +41,7 @@ from dphpo.data.subsets import canonical_sha256, keep_records, subset_fraction
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
 from dphpo.tasks.device import OnDevice
-from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_source, resolved_commit
+from dphpo.tasks.models import NO_DROPOUT, apply_lora, linearize_conv1d, model_positions, model_source, resolved_commit
 
 PROMPT = "Title: {title}\nContext: {context}\nQuestion: {question}\nAnswer:"
 STOP = "\n"
@@ -125,12 +125,6 @@ def answer_losses(model: nn.Module, ids: torch.Tensor, attn: torch.Tensor, answe
 
 
 @torch.no_grad()
-def model_positions(model: nn.Module) -> int | None:
-    """How many positions the causal LM embeds (GPT-2's n_positions, OPT's max_position_embeddings), or None."""
-    config = getattr(model, "config", None)
-    return getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
-
-
 def generate_answers(model: nn.Module, codec: Codec, prompts: list[list[int]], max_new_tokens: int, batch_size: int = 8,
                      stop_ids: list[int] | None = None) -> list[str]:
     """Greedy generation (left-padded batches), cut at the first newline and stripped; a batch whose prompts
