@@ -350,3 +350,29 @@ def test_add_refuses_a_config_the_workflow_would_not_run_and_keeps_a_link(tmp_pa
     assert "is a file; an image folder is a folder" in capsys.readouterr().err
     assert dphpo([*args, "--out", str(tmp_path / "f.npz" / "x.yaml")]) == 2  # before any data are read: named
     assert "--out" in capsys.readouterr().err
+
+
+def test_init_refuses_a_name_another_config_gives_other_data(tmp_path, capsys):
+    """Two files with one stem (a/train.npz, b/train.npz) each got the dataset name `train` in their own
+    config: both studies wrote results/runs/train/ and each run overwrote the other's results. Init now
+    refuses the second name, naming the config that holds it; the same data again, or another name, pass."""
+    rng = np.random.default_rng(0)
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        np.savez(tmp_path / folder / "train.npz", train_x=rng.normal(size=(60, 4)).astype(np.float32),
+                 train_y=np.arange(60) % 2, test_x=rng.normal(size=(20, 4)).astype(np.float32), test_y=np.arange(20) % 2)
+    configs = tmp_path / "config"
+    configs.mkdir()
+
+    def init(folder, out, *extra):
+        return dphpo(["init", "--features", str(tmp_path / folder / "train.npz"), "--out", str(configs / out),
+                      "--public-n-train", "60", *extra])
+
+    assert init("a", "first.yaml") == 0
+    assert init("b", "second.yaml") == 2
+    err = capsys.readouterr().err
+    assert f"{configs / 'first.yaml'} already has a dataset 'train'" in err and "--name b_train" in err
+    assert not (configs / "second.yaml").exists()
+    assert init("a", "again.yaml") == 0  # the same data under the same name share their results rightly
+    assert init("b", "second.yaml", "--name", "b_train") == 0
+    assert list(yaml.safe_load((configs / "second.yaml").read_text())["datasets"]) == ["b_train"]

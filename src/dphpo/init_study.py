@@ -319,6 +319,27 @@ def existing_config(path: Path) -> tuple[dict, float]:
     return config, float(validated["privacy"]["delta"])
 
 
+def refuse_shared_name(name: str, path: Path, out: Path) -> None:
+    """ConfigError where another config beside `out` names other data `name`: both studies would write
+    results/runs/<name>/ and each run would overwrite the other's results."""
+    for other in sorted(out.parent.glob("*.y*ml")):
+        if other.resolve() == out.resolve():
+            continue
+        try:
+            config = yaml.safe_load(other.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # not a config this check can read; check-config reports it when it is run
+        datasets = config.get("datasets") if isinstance(config, dict) else None
+        section = datasets.get(name) if isinstance(datasets, dict) else None
+        theirs = section.get("path") if isinstance(section, dict) else None
+        if isinstance(theirs, str) and Path(theirs).resolve() != path.resolve():
+            raise ConfigError(
+                f"--name: {other} already has a dataset {name!r}, from {theirs}: a study of {path} under that name "
+                f"would share results/runs/{name}/ with it and each run would overwrite the other's results; "
+                f"pass another name, e.g. --name {dataset_name(path.parent)}_{name}"
+            )
+
+
 def own_name(path: Path) -> str:
     """`dataset_name`, made distinct from the registry's datasets (tweets.csv: tweets_own)."""
     name = dataset_name(path)
@@ -357,6 +378,7 @@ def init_study(kind: str, path: str | Path, name: str | None, out: str | Path | 
     if add and not out.exists():
         raise ConfigError(f"--add: {out} does not exist (leave out --add to write a new config)")
     check_writable(out, "--out")  # before the data are read
+    refuse_shared_name(name, path, out)
     embedded = yaml.safe_load(EMBEDDED.read_text())
     target = existing_config(out) if add else None
     section = dataset_section(kind, path.resolve(), text_field, label_field, split_field)
