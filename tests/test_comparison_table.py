@@ -171,6 +171,15 @@ def test_the_table3_layout_names_the_method_a_row_lacks(results):
     assert comparison.build_table3(comparison.summarize(results)).notes == []
 
 
+def test_the_table3_layout_states_delta():
+    """Audit: the Table 3 layout had a target-ε column and no δ anywhere (columns, caption, notes)."""
+    rows = comparison.summarize([fake_result(m, "mnist", "raw", 1.0, 0, ACC[m]) | {"total_delta": 2e-5 if m == "random_search" else 1e-5}
+                                 for m in ("random_search", "grid_oracle", "linear_scaling")])
+    table3 = comparison.build_table3(rows)
+    assert table3.columns[3] == "δ" and [r["δ"] for r in table3.rows] == [2e-5]
+    assert "(ε, δ)" in table3.caption
+
+
 DESIGN = {
     "extractors": {"efficientnet_lite0": {"resolution": 64}},
     "baselines": {"mehta": {"loss": "ce"}},
@@ -266,6 +275,10 @@ def test_tables_warn_where_a_stage_picked_on_noise_and_where_selection_noise_dwa
     assert stage_signal_notes([ranked]) == []
     assert selection_noise_notes([record({}, std=300.0, n=1000)])[0].startswith("WARNING: d × e: selection noise std 300")
     assert selection_noise_notes([record({}, std=300.0, n=60000)]) == []
+    # audit: keyed by study alone, the last record read decided whether a variant's warning appeared
+    quiet, loud = record({}, std=50.0), record({}, std=300.0, variant="noisy")
+    assert selection_noise_notes([quiet, loud]) == selection_noise_notes([loud, quiet]) != []
+    assert selection_noise_notes([loud, quiet])[0].startswith("WARNING: d × e (variant noisy): selection noise std 300")
 
 
 def test_a_total_above_its_target_is_a_warning_of_the_table(results):

@@ -81,6 +81,10 @@ BAD_CONFIGS = [
     ("max_train below the class count", {"datasets": {"digits": {"max_train": 5}}}, ["datasets.digits.max_train: 5"]),
     ("text dataset, image extractor", {"studies": [{"dataset": "tweets", "extractor": "raw"}]},
      ["studies[0]: dataset 'tweets' is text but extractor 'raw'"]),
+    # audit: the user's files under a registry name took the registry's published size as their public N
+    ("own files under a registry name", {"datasets": {"digits": {"kind": "features", "path": "f.npz", "classes": ["a", "b"]}}},
+     ["datasets.digits: 'digits' is a dataset of dphpo's registry", "my_digits"]),
+    ("NaN stage budget", {"linear_scaling": {"stage_eps": [float("nan"), 0.2]}}, ["linear_scaling.stage_eps"]),
     ("a settings source of no method", {"settings_sources": {"mehtaa": "Mehta et al."}}, ["settings_sources.mehtaa: not a method"]),
 ]
 

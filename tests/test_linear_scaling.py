@@ -165,3 +165,12 @@ def test_log_grid_tries_the_top_of_each_slice_the_range_top_included():
     for seed in range(3):  # no draw: the same points for every seed
         np.testing.assert_allclose(space.sample_r(np.random.default_rng(seed), 3), np.geomspace(space.r_min, space.r_max, 4)[1:])
     np.testing.assert_allclose(space.sample_r(np.random.default_rng(0), 2, lo=1.0, hi=4.0), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_stage_budget_that_is_not_finite_is_refused_naming_the_key(bad):
+    """Audit: NaN or ∞ passed `e <= 0` and failed later inside scipy's root finder, naming no key."""
+    with pytest.raises(ConfigError, match=r"linear_scaling\.stage_eps: need at least two positive, finite budgets"):
+        ls.LinearScalingConfig(stage_eps=(bad, 0.2))
+    with pytest.raises(ValueError, match="eps must be finite"):
+        mu_from_eps(bad, 1e-5)

@@ -169,6 +169,11 @@ def test_config_errors_name_the_key():
         pt.check_pretraining_config({"pretraining": {"p": {"arch": "resnet20", "public_dataset": "imagenet_21k"}}})
     with pytest.raises(ConfigError, match="width"):
         pt.PretrainConfig.from_config({"arch": "resnet20", "public_dataset": "cifar100", "width": 8}, "p")
+    # audit: small_cnn's three max pools need 8 pixels; a side of 6 passed and crashed inside torch
+    with pytest.raises(ConfigError, match="pretraining.p.resolution: small_cnn needs images of at least 8 pixels"):
+        pt.PretrainConfig.from_config({"arch": "small_cnn", "public_dataset": "digits", "resolution": 6}, "p")
+    pt.PretrainConfig.from_config({"arch": "small_cnn", "public_dataset": "digits", "resolution": 8}, "p")
+    pt.PretrainConfig.from_config({"arch": "resnet20", "public_dataset": "digits", "resolution": 4}, "p")
     pt.check_pretraining_config({"pretraining": {"p": {"arch": "resnet20", "public_dataset": "cifar100"}}})
 
 

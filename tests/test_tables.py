@@ -48,6 +48,23 @@ def test_provenance_table_lists_targets_and_seeds_in_numeric_order(tmp_path, mon
     assert row["seeds"] == "0, 2, 10"
 
 
+def test_provenance_table_shows_no_overrun_for_the_oracle_and_every_delta_of_a_group(tmp_path, monkeypatch):
+    """Audit: the oracle's row read 'max total ε − target' = ∞ (an overrun, by the caption) and δ 0, and a group
+    showed its first record's δ alone."""
+    monkeypatch.chdir(tmp_path)
+    paths = []
+    for method, eps, delta in (("grid_oracle", 1.0, 1e-5), ("random_search", 1.0, 1e-5), ("random_search", 8.0, 2e-5)):
+        oracle = method == "grid_oracle"
+        path = layout.path(layout.RESULT, dataset="mnist", extractor="raw", method=method, variant="default", seed=0, eps=eps)
+        write_json(path, {"method": method, "target": {"eps": eps, "delta": 1e-5}, "total_eps": math.inf if oracle else eps,
+                          "total_delta": 0.0 if oracle else delta, "selection": {"rule": "test" if oracle else "noisy_train_accuracy"},
+                          "provenance": {"seed": 0, "dataset": "mnist", "extractor": "raw"}})
+        paths.append(path)
+    oracle, random = provenance.provenance_table(paths).rows
+    assert oracle["max total ε − target"] is None and oracle["δ"] == "1e-05"
+    assert random["max total ε − target"] == 0.0 and random["δ"] == "1e-05, 2e-05"
+
+
 # --- ε per run, non-private selection, settings chosen on private data (issue items 5 and 7) --------
 
 import math  # noqa: E402

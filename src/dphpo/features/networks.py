@@ -54,6 +54,7 @@ class FeatureNet(nn.Module):
     """Base: `features` (a module ending in pooled (B, D) output) followed by a linear `head`."""
 
     feature_dim: int
+    MIN_RESOLUTION = 1  # the smallest input side the network takes (strided convolutions pad)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -68,6 +69,8 @@ class FeatureNet(nn.Module):
 
 class SmallCNN(FeatureNet):
     GRID = 2
+    MIN_RESOLUTION = 8  # three 2×2 max pools: a side below 8 pools to nothing
+
     def __init__(self, num_classes: int, width: int = 16, norm: str = "batch"):
         super().__init__()
         widths = [width, 2 * width, 4 * width, 8 * width]

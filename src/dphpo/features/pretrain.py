@@ -106,6 +106,9 @@ class PretrainConfig:
         for key in ("epochs", "batch_size", "resolution"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"{where}.{key} must be ≥ 1")
+        if int(self.resolution) < getattr(ARCHS[self.arch], "MIN_RESOLUTION", 1):  # a class, or a lambda of one
+            raise ConfigError(f"{where}.resolution: {self.arch} needs images of at least {ARCHS[self.arch].MIN_RESOLUTION} "
+                              f"pixels a side, got {self.resolution}")
         if not self.lr > 0:
             raise ConfigError(f"{where}.lr must be > 0")
         if self.switch not in SWITCHES:

@@ -212,8 +212,8 @@ class LinearScalingConfig:
         key = "linear_scaling"
         if self.n_trials < 1:
             raise ConfigError(f"{key}.n_trials: must be >= 1, got {self.n_trials}")
-        if len(self.stage_eps) < 2 or any(e <= 0 for e in self.stage_eps):
-            raise ConfigError(f"{key}.stage_eps: need at least two positive budgets, got {list(self.stage_eps)}")
+        if len(self.stage_eps) < 2 or not all(math.isfinite(e) and e > 0 for e in self.stage_eps):
+            raise ConfigError(f"{key}.stage_eps: need at least two positive, finite budgets, got {list(self.stage_eps)}")
         if len(set(self.stage_eps)) != len(self.stage_eps):  # two points at one ε fit any slope
             raise ConfigError(
                 f"{key}.stage_eps: {list(self.stage_eps)} repeats a budget; the rule fits r against ε through one pick "

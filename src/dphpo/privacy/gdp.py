@@ -118,8 +118,8 @@ def eps_from_mu(mu: float, delta: float) -> float:
 def mu_from_eps(eps: float, delta: float) -> float:
     """Largest μ such that μ-GDP implies (ε, δ)-DP."""
     _check_delta(delta)
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
+    if not eps >= 0 or math.isinf(eps):  # NaN fails both comparisons
+        raise ValueError(f"eps must be finite and >= 0, got {eps}")
     target = math.log(delta)
     lo, hi = 1e-12, 1.0
     while _log_delta(hi, eps) < target:

@@ -18,6 +18,7 @@ A panel whose data the config cannot produce says what it needs instead of faili
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -28,8 +29,8 @@ import numpy as np
 
 from dphpo.report.paper import Results
 from dphpo.report.plan import DEFAULT, LS, Paper, Source, TablePlan, plan_figure2
-from dphpo.report.plotting import eps_axis, pyplot, save_figure
-from dphpo.report.tables import as_float, mean_std
+from dphpo.report.plotting import delta_text, eps_axis, pyplot, save_figure
+from dphpo.report.tables import as_float, mean_std, stated_delta
 
 ORACLE = "grid_oracle"
 Jobs = Iterable[Sequence[str]] | None  # the jobs of rule run_method (dphpo.report.plan.Paper)
@@ -132,12 +133,21 @@ def by_target(results: list[dict]) -> dict[float, list[dict]]:
     return dict(sorted(out.items()))
 
 
+def drawn_delta(*groups: dict[float, list[dict]]) -> str:
+    """The δ of the records a panel draws (by_target groups), for its label: a variant may set its own
+    `privacy.delta`, and a truncated random number of trials adds its δ_cap, so not the config's δ. A
+    search that is not accounted (the oracle: total ε = ∞, δ 0) contributes the δ each of its runs had."""
+    deltas = [stated_delta(r) for g in groups for v in g.values() for r in v]
+    return delta_text(deltas) if deltas else "δ: none drawn"
+
+
 def grid_accuracy(results: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(η values, T values, mean test accuracy over seeds of shape (len η, len T)) of oracle results at one ε."""
+    """(η values, T values, mean test accuracy over seeds of shape (len η, len T)) of oracle results at one ε;
+    a diverged grid point (accuracy NaN, stored as null) is NaN in its cell."""
     acc: dict[tuple[float, int], list[float]] = defaultdict(list)
     for r in results:
         for t in r["trials"]:
-            acc[(round(float(t["eta"]), 12), int(t["steps"]))].append(float(t["test_accuracy"]))
+            acc[(round(float(t["eta"]), 12), int(t["steps"]))].append(as_float(t["test_accuracy"]))
     etas = np.array(sorted({k[0] for k in acc}))
     steps = np.array(sorted({k[1] for k in acc}))
     grid = np.full((len(etas), len(steps)), np.nan)
@@ -146,10 +156,21 @@ def grid_accuracy(results: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return etas, steps, grid
 
 
+def best_cell(grid: np.ndarray) -> tuple[int, int] | None:
+    """The index of the grid's best finite cell; None where every cell diverged."""
+    if not np.isfinite(grid).any():
+        return None
+    i, j = np.unravel_index(np.nanargmax(np.where(np.isfinite(grid), grid, -np.inf)), grid.shape)
+    return int(i), int(j)
+
+
 def best_point(results: list[dict]) -> tuple[float, float, float]:
-    """(best mean accuracy, its η, its T) over the grid at one ε."""
+    """(best mean accuracy, its η, its T) over the grid at one ε; NaNs where every grid point diverged."""
     etas, steps, grid = grid_accuracy(results)
-    i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
+    cell = best_cell(grid)
+    if cell is None:
+        return math.nan, math.nan, math.nan
+    i, j = cell
     return float(grid[i, j]), float(etas[i]), float(steps[j])
 
 
@@ -200,7 +221,7 @@ def draw_figure2(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
         refs = res.many(src["ref"])
         if refs:
             ax.axhline(100 * refs[0]["test_accuracy"], color="gray", ls="--", lw=1, label="non-private reference (ε = ∞, selected on test)")
-        eps_axis(ax, [*ours, *mehta], f"total target ε (δ = {p.delta:g}), search included")
+        eps_axis(ax, [*ours, *mehta], f"total target ε ({drawn_delta(ours, mehta)}), search included")
         ax.set_ylabel("test accuracy (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
@@ -222,8 +243,8 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
         if oracle:
             eps = np.array(list(oracle))
             best_r = []
-            for target, rs in oracle.items():
-                per_seed = [max(r["trials"], key=lambda t: t["test_accuracy"]) for r in rs]
+            for target, rs in oracle.items():  # a diverged grid point (accuracy null) is never the best
+                per_seed = [max(r["trials"], key=lambda t: -math.inf if math.isnan(as_float(t["test_accuracy"])) else as_float(t["test_accuracy"])) for r in rs]
                 best_r.append([t["eta"] * t["steps"] for t in per_seed])
                 ax_r.scatter([target] * len(per_seed), best_r[-1], color="C1", s=12, alpha=0.5)
             mean_r = np.array([np.mean(x) for x in best_r])
@@ -260,7 +281,7 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
             eps = list(results)
             ms = [mean_std([r["test_accuracy"] for r in v]) for v in results.values()]
             ax_acc.errorbar(eps, [100 * m for m, _ in ms], yerr=[100 * s for _, s in ms], marker="o", capsize=3, color=color, label=label)
-        eps_axis(ax_acc, [e for results in (ours, oracle) for e in results], f"total target ε (δ = {p.delta:g})")
+        eps_axis(ax_acc, [e for results in (ours, oracle) for e in results], f"total target ε ({drawn_delta(ours, oracle)})")
         ax_acc.set_ylabel("test accuracy (%)")
         ax_acc.grid(alpha=0.3)
         ax_acc.legend(fontsize=8)
@@ -278,7 +299,7 @@ def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path, m
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 1, 2.5 * rows + 0.8), squeeze=False)
     fig.suptitle(
-        f"{dataset} × {extractor}: test accuracy (%) of every grid point at the full budget (grid-search oracle; Panda et al., Fig. 5/17/18)\n"
+        f"{dataset} × {extractor}: test accuracy (%) of every grid point at the full budget, {drawn_delta(oracle)} (grid-search oracle; Panda et al., Fig. 5/17/18)\n"
         "star: best cell; white curve: η = r/T for the r the linear scaling rule released (search accounted)",
         fontsize=9,
     )
@@ -288,8 +309,9 @@ def draw_heatmap(config: dict, dataset: str, extractor: str, path: str | Path, m
         ax = axes[k // cols][k % cols]
         etas, steps, grid = grid_accuracy(results)
         im = ax.imshow(100 * grid, aspect="auto", cmap="viridis", origin="upper")
-        i, j = np.unravel_index(np.nanargmax(grid), grid.shape)
-        ax.plot(j, i, "*", color="red", ms=10)
+        cell = best_cell(grid)
+        if cell is not None:  # no star where every grid point diverged
+            ax.plot(cell[1], cell[0], "*", color="red", ms=10)
         if target in ours:
             r = float(np.mean([x["released"]["r"] for x in ours[target]]))
             # η = r/T on the image's index axes (log-spaced η grid: interpolate in log η)
@@ -321,11 +343,13 @@ def draw_figure6(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
     d, e = figure6_study(p)
     oracle = by_target(res.many(src["oracle"]))
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    ax.set_title(f"{d} × {e}: r vs relative accuracy gap to the best r at the same ε (Panda et al., Fig. 6)", fontsize=9)
+    ax.set_title(f"{d} × {e}: r vs relative accuracy gap to the best r at the same ε, {drawn_delta(oracle)} (Panda et al., Fig. 6)", fontsize=9)
     if not _needs(ax, src["oracle"].need if not oracle else None):
         cmap = plt.get_cmap("viridis")
         for k, (target, results) in enumerate(oracle.items()):
             etas, steps, grid = grid_accuracy(results)
+            if best_cell(grid) is None:
+                continue  # every grid point diverged: no gap to draw
             best = np.nanmax(grid)
             r = np.outer(etas, steps).ravel()
             gap = (100.0 * (best - grid) / best).ravel()
@@ -346,12 +370,13 @@ def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs 
     fig.suptitle(f"{dataset}: Pareto frontier of ε vs test accuracy and vs total step size r (Panda et al., Fig. 19/20)", fontsize=10)
     extractors = pareto_extractors(p, dataset)
     missing = [s.need for s in src.values() if s.need]
-    drawn, all_eps = False, []
+    drawn, all_eps, groups = False, [], []
     for k, e in enumerate(extractors):
         oracle = by_target(res.many(src[f"oracle:{e}"]))
         ours = by_target(res.many(src[f"ours:{e}"]))
         color = f"C{k}"
         all_eps += list(oracle) + list(ours)
+        groups += [oracle, ours]
         if oracle:
             eps = list(oracle)
             bests = [best_point(v) for v in oracle.values()]
@@ -370,7 +395,7 @@ def draw_pareto(config: dict, dataset: str, path: str | Path, method_jobs: Jobs 
         _needs(ax_r, *(missing or [f"studies: no extractor on {dataset}"]))
     else:
         for ax, ylabel in ((ax_acc, "test accuracy (%)"), (ax_r, "r = η · T")):
-            eps_axis(ax, all_eps, "total target ε")
+            eps_axis(ax, all_eps, f"total target ε ({drawn_delta(*groups)})")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)

@@ -19,6 +19,7 @@ import numpy as np
 
 from dphpo.io import atomic_path
 from dphpo.report import specs
+from dphpo.report.plotting import delta_text
 from dphpo.report.tables import (
     Table,
     apply_design_notes,
@@ -29,6 +30,7 @@ from dphpo.report.tables import (
     mean_std,
     overrun_notes,
     plus_minus,
+    stated_delta,
 )
 from dphpo.studies import config as study_config
 
@@ -362,10 +364,12 @@ def figure4(config: dict, path: str) -> None:
     study = section(config).get("figure4")
     rd = Reader(config)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    drawn = []
     for method, style in ((LS, "o-"), (GRID, "s--")):
         xs, ppl, r = [], [], []
         for eps in rd.targets(study):
             recs = rd.at(study, method, eps)
+            drawn += recs
             if recs:
                 xs.append(eps)
                 ppl.append(np.mean([as_float(x["test_metric"]) for x in recs]))
@@ -375,9 +379,10 @@ def figure4(config: dict, path: str) -> None:
             axes[1].plot(xs, r, style, label=METHOD_LABELS[method])
     ref = rd.records(study, NONPRIVATE)
     if ref:
-        axes[0].axhline(as_float(ref[0]["test_metric"]), color="grey", ls=":", label="non-private (ε = ∞)")
-    axes[0].set(xlabel="ε (rule: total, search included)", ylabel="test perplexity", title=f"(a) ε vs perplexity ({study})")
-    axes[1].set(xlabel="ε", ylabel="total step size r = η·T", title="(b) ε vs total step size")
+        axes[0].axhline(as_float(ref[0]["test_metric"]), color="grey", ls=":", label="non-private reference (ε = ∞, selected on test)")
+    delta = delta_text(stated_delta(x) for x in drawn) if drawn else "δ: none drawn"
+    axes[0].set(xlabel=f"ε at {delta} (rule: total, search included)", ylabel="test perplexity", title=f"(a) ε vs perplexity ({study})")
+    axes[1].set(xlabel=f"ε at {delta}", ylabel="total step size r = η·T", title="(b) ε vs total step size")
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -158,7 +158,7 @@ def plot(rows: list[dict], path: str | Path) -> None:
             ax.errorbar([r["target ε"] for r in line], [100 * r["_mean"] for r in line], yerr=[100 * r["_std"] for r in line],
                         marker="o", capsize=3, label=label)
         if sub[0]["_ref"] is not None:
-            ax.axhline(100 * sub[0]["_ref"], ls="--", color="k", lw=1, label="non-private (ε = ∞)")
+            ax.axhline(100 * sub[0]["_ref"], ls="--", color="k", lw=1, label="non-private reference (ε = ∞, selected on test)")
         eps_axis(ax, eps, f"target ε (a run's total, search included, ≤ it; {delta_text([r['δ'] for r in sub if r['_private']] or [r['δ'] for r in sub])})")
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(f"{dataset} × {extractor}")

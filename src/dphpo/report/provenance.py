@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from dphpo.hpo.selection import accounted
 from dphpo.io import read_json
-from dphpo.report.tables import Table, as_float, label_key, selection_label
+from dphpo.report.tables import Table, as_float, label_key, selection_label, stated_delta
 
 
 def provenance_table(paths: Iterable[str]) -> Table:
@@ -42,8 +43,9 @@ def provenance_table(paths: Iterable[str]) -> Table:
                 "results": len(results),
                 "seeds": distinct((pv.get("seed") for pv in prov), 6),
                 "target ε": distinct((as_float(r["target"]["eps"]) for r in results), 8),
-                "max total ε − target": max(as_float(r["total_eps"]) - as_float(r["target"]["eps"]) for r in results) if all(r.get("private", True) for r in results) else None,
-                "δ": results[0].get("total_delta"),
+                # an unaccounted search (the oracle: total ε = ∞) has no overrun to show, and no total δ of its own
+                "max total ε − target": max(as_float(r["total_eps"]) - as_float(r["target"]["eps"]) for r in results) if all(accounted(r) for r in results) else None,
+                "δ": distinct((f"{stated_delta(r):.3g}" for r in results if r.get("private", True)), 10),
                 "accountant": distinct(
                     (((r.get("privacy") or {}).get("total", {}).get("accountant") if r.get("private", True) else "none (non-private)") for r in results),
                     40,
@@ -65,7 +67,8 @@ def provenance_table(paths: Iterable[str]) -> Table:
         "Provenance of every result file the paper tables and figures read, grouped by study, method and variant: the "
         "config hash (the variant's merged config), the keyed MACs of the feature cache's content and of the dataset "
         "(the plain checksums are a membership oracle; compare with the .h5 attributes' *_mac), the accountant of the reported totals, the selection rule and the package "
-        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target (sha256 and MAC prefixes shown). "
+        "versions. 'max total ε − target' ≤ 0 means no private result exceeds its target ('–': a search not accounted, "
+        "whose δ is each run's; sha256 and MAC prefixes shown). "
         "An extractor pre-trained with DP-SGD on other private data (Bu et al.) shows that data and its own (ε, δ)."
     )
     return Table(cols, rows, caption, ["each result.json holds the full provenance block and the privacy ledger of every release"])

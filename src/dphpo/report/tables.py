@@ -206,6 +206,12 @@ def as_float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def stated_delta(record: dict) -> float:
+    """The δ a record's runs are stated at: its total δ, or, for a search that is not accounted (the
+    oracle: total ε = ∞ and δ 0), the δ each of its runs had."""
+    return as_float(record["total_delta"] if accounted(record) else record["target"]["delta"])
+
+
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
@@ -415,17 +421,19 @@ def failure_notes(results: Iterable[dict]) -> list[str]:
 def selection_noise_notes(results: Iterable[dict]) -> list[str]:
     """A warning per study whose selection noise dwarfs its training size (both public: the config's
     noise std and the declared public size), so the table says what the log alone said before."""
-    found: dict[tuple[str, str], tuple[float, int]] = {}
+    found: dict[tuple[str, str, str, int], float] = {}  # the largest noise per study and variant, whatever the order read
     for r in results:
         sel, cache = r.get("selection") or {}, (r.get("provenance") or {}).get("feature_cache") or {}
         std, n = sel.get("noise_std"), cache.get("public_n_train")
         if sel.get("rule") == "noisy_train_accuracy" and std and n:
             prov = r.get("provenance") or {}
-            found[(prov.get("dataset", "?"), prov.get("extractor", "?"))] = (float(std), int(n))
+            key = (prov.get("dataset", "?"), prov.get("extractor", "?"), prov.get("variant", DEFAULT_VARIANT), int(n))
+            found[key] = max(found.get(key, 0.0), float(std))
     return [
-        f"WARNING: {d} × {e}: selection noise std {std:g} on correct-prediction counts of n = {n:,} training examples "
-        f"blurs each released accuracy by ±{100 * std / n:.0f} points (one std): stage picks are close to random"
-        for (d, e), (std, n) in sorted(found.items())
+        f"WARNING: {d} × {e}{'' if v == DEFAULT_VARIANT else f' (variant {v})'}: selection noise std {std:g} on correct-prediction "
+        f"counts of n = {n:,} training examples blurs each released accuracy by ±{100 * std / n:.0f} points (one std): "
+        "stage picks are close to random"
+        for (d, e, v, n), std in sorted(found.items())
         if std > SELECTION_NOISE_SHARE * n
     ]
 

@@ -526,6 +526,12 @@ def check_config(config: dict) -> None:
     _refuse_duplicates("baselines.methods", list((config.get("baselines") or {}).get("methods") or []), str)
     for name, section in (config.get("datasets") or {}).items():
         if file_section(config, name) is not None:
+            if name in DATASETS:  # the registry's published size would be its public N, its paths theirs
+                raise ConfigError(
+                    f"datasets.{name}: {name!r} is a dataset of dphpo's registry, so your files under that name would take "
+                    f"its published training size as the public size (what DP-GD divides by, δ is checked against) and "
+                    f"share its result paths; name your data otherwise, e.g. my_{name}"
+                )
             FileDataset.from_config(name, section).check_path()  # missing path, wrong shape: before any job
             if section.get("test_split") != "public":
                 raise ConfigError(
