@@ -101,8 +101,9 @@ def test_paper_embedded_dry_run_builds_every_table_and_figure(tmp_path):
 
 
 def test_paper_embedded_runs_the_default_studys_settings():
-    """Both configs write the same result paths: the same settings make them the same computations,
-    and the run-settings hash (a rule param) reruns whatever differs instead of reusing it."""
+    """Both configs write the same result paths with the same settings but for the target list (which the
+    run-settings hash covers, README says so): the hash, a rule param, reruns whatever differs instead of
+    reusing it."""
     from dphpo.studies import config as study_config
 
     default = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
@@ -422,6 +423,23 @@ def test_a_paper_table_refuses_a_release_computed_with_other_settings(paper_run)
     cfg["selection"]["noise_std"] = 5.0
     with pytest.raises(OutputFileError, match=r"selection\.noise_std"):
         study_config.check_inputs(runs, cfg)
+
+
+@pytest.mark.slow
+def test_a_changed_table5_label_map_re_evaluates_and_rewrites_table5(paper_run, tmp_path):
+    """Audit: paper_evaluation's only param was the method jobs, so another `paper.table5[].label_map` (or
+    metric) left table5_shift.json and Table 5 as they were, computed with the old mapping."""
+    workdir, _ = paper_run
+    same = snakemake("-n", "--configfile", str(PAPER_TINY), "--replace-workflow-config", "paper", "-d", str(workdir)).stdout
+    assert "paper_evaluation" not in (job_counts(same) if "Job stats:" in same else {})
+    cfg = yaml.safe_load(PAPER_TINY.read_text())
+    cfg["paper"]["table5"][0]["label_map"] = {9: 8}
+    changed = tmp_path / "paper_tiny.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    out = snakemake("-n", "--configfile", str(changed), "--replace-workflow-config", "paper", "-d", str(workdir)).stdout
+    counts = job_counts(out)
+    assert counts.get("paper_evaluation") == 1 and counts.get("paper_table", 0) >= 1, counts
+    assert not {"run_method", "extract_features"} & set(counts), counts  # nothing trained again
 
 
 def test_a_final_run_of_an_unplanned_or_aliased_target_is_refused_before_any_job(tmp_path):

@@ -97,3 +97,26 @@ def test_hdf5_shapes_dtypes_and_every_objects_attributes_count_and_a_damaged_fil
     (damaged / "runs/digits/raw/linear_scaling/default/seed0/eps1/result.json").write_text('{"test_accuracy": 0.')
     found = {d.path.rsplit("/", 1)[-1]: d.what for d in compare_trees(tree, damaged)[0]}
     assert found["x.h5"].startswith("unreadable as .h5") and found["result.json"].startswith("unreadable as .json")
+
+
+def test_checkpoints_are_compared_by_their_tensors_not_their_timings_or_code_version(tree):
+    """Audit: every .pt differed under --ignore-code-version (its package versions hold the source hash) and
+    across any two runs (its time_s); a changed weight must still be found."""
+    import torch
+
+    def save(root, source, seconds, weight):
+        ckpt = {"state_dict": {"w": torch.full((2, 2), weight), "n": torch.tensor(3)}, "time_s": {"train": seconds},
+                "package_versions": {"dphpo_source_sha256": source}}
+        (root / "pretrained").mkdir(exist_ok=True)
+        torch.save(ckpt, root / "pretrained" / "syn.pt")
+
+    other = _copy(tree, "b")
+    save(tree, "a" * 64, 1.5, 0.25)
+    save(other, "a" * 64, 2.5, 0.25)
+    assert compare_trees(tree, other)[0] == []  # another run's timings
+    save(other, "c" * 64, 2.5, 0.25)
+    assert [d.path for d in compare_trees(tree, other)[0]] == ["pretrained/syn.pt"]
+    assert compare_trees(tree, other, ignore_code_version=True)[0] == []
+    save(other, "a" * 64, 1.5, 0.5)
+    (found,) = compare_trees(tree, other, ignore_code_version=True)[0]
+    assert found.path == "pretrained/syn.pt" and "/state_dict/w" in found.what

@@ -3,13 +3,15 @@
 Used to check that a refactoring changed no result (`--ignore-code-version`: the source hash that
 provenance records, and the seals that cover it, are expected to differ) and by anyone who reruns
 a published study. Files are compared by what they hold: JSON as parsed values, NPZ and HDF5 by
-their arrays and attributes (container timestamps and creation times are not results), PNG by
-pixels when the bytes differ, everything else by bytes. Logs and benchmarks (timings) are skipped.
+their arrays and attributes (container timestamps and creation times are not results), torch
+checkpoints by their tensors and records, PNG by pixels when the bytes differ, everything else by
+bytes; timings (`time_s`) are not results either. Logs and benchmarks (timings) are skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -29,6 +31,8 @@ SKIPPED_DIRS = ("logs", "benchmarks", ".snakemake")
 SOURCE_KEY = "dphpo_source_sha256"
 # HDF5 attributes that say when, how fast and with which package versions a cache was written, not what it holds
 H5_VOLATILE_ATTRS = ("created_utc", "package_versions", "extract_seconds")
+# Keys of JSON records and checkpoints that time the work (a pretraining's seconds per phase), not results
+TIMING_KEYS = ("time_s",)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,29 @@ def _strip_code_version(obj: Any, sources: set[str]) -> Any:
         return out
     if isinstance(obj, list):
         return [_strip_code_version(v, sources) for v in obj]
+    return obj
+
+
+def _without_timings(obj: Any) -> Any:
+    """`obj` without its timings, nor its seal (a hash of the rest, timings included: the rest is compared)."""
+    if isinstance(obj, dict):
+        return {k: _without_timings(v) for k, v in obj.items() if k not in TIMING_KEYS and k != SEAL_KEY}
+    if isinstance(obj, list):
+        return [_without_timings(v) for v in obj]
+    return obj
+
+
+def _tensors_as_bytes(obj: Any) -> Any:
+    """A loaded checkpoint with each tensor as (dtype, shape, sha256 of its bytes): compared by value, named briefly."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        return [str(t.dtype), list(t.shape), "sha256 " + hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()]
+    if isinstance(obj, dict):
+        return {k: _tensors_as_bytes(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_tensors_as_bytes(v) for v in obj]
     return obj
 
 
@@ -82,10 +109,22 @@ class TreeDiff:
         self.sources: set[str] = set()  # source hashes seen: masked in text files
 
     def json_difference(self, a: Path, b: Path) -> str | None:
-        da, db = json.loads(a.read_text()), json.loads(b.read_text())
+        return self.value_difference(json.loads(a.read_text()), json.loads(b.read_text()))
+
+    def value_difference(self, da: Any, db: Any) -> str | None:
+        """The first difference of two parsed records, their timings (and the code version where ignored) aside."""
+        da, db = _without_timings(da), _without_timings(db)
         if self.ignore_code_version:
             da, db = _strip_code_version(da, self.sources), _strip_code_version(db, self.sources)
         return _first_difference(da, db)
+
+    def pt_difference(self, a: Path, b: Path) -> str | None:
+        """A torch checkpoint (pretraining, a language model) by its values: tensors by dtype, shape and bytes,
+        the rest as a record (its package versions hold the source hash, its timings vary by run)."""
+        import torch
+
+        da, db = (_tensors_as_bytes(torch.load(p, map_location="cpu", weights_only=True)) for p in (a, b))
+        return self.value_difference(da, db)
 
     def text_difference(self, a: Path, b: Path) -> str | None:
         ta, tb = a.read_text(errors="replace"), b.read_text(errors="replace")
@@ -172,7 +211,7 @@ class TreeDiff:
         if suffix == ".png":
             return self.png_difference(a, b)
         if suffix == ".pt":
-            return "bytes differ"
+            return self.pt_difference(a, b)
         return self.text_difference(a, b)
 
 

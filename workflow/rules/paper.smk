@@ -70,6 +70,8 @@ rule paper_table:
     params:
         # which baselines run where: the job reads them here instead of importing the methods (torch)
         method_jobs=METHOD_JOBS,
+        # what the tables read of the paper section (rows, eps, label maps): a change rewrites them
+        settings=lambda w: config_hash(config.get("paper")),
         # the report's caption (workflow/report/paper_table.rst renders it): the table's spec
         caption=lambda w: report_specs.report_caption(w.table, config),
     script:
@@ -96,6 +98,8 @@ rule paper_evaluation:
         **rule_resources("paper_evaluation", mem_mb=8000, runtime=30),
     params:
         method_jobs=METHOD_JOBS,
+        # the evaluation's own section (Table 5: label maps, metrics): another one re-evaluates
+        settings=lambda w: config_hash(paper_plan.evaluation_section(config, w.name)),
     script:
         "../scripts/paper_evaluation.py"
 
@@ -119,6 +123,7 @@ rule paper_figure:
     params:
         figure=lambda w: paper_figures.SINGLE_FIGURES[w.figure],
         method_jobs=METHOD_JOBS,
+        settings=lambda w: config_hash(config.get("paper")),  # what the figures read of it
     script:
         "../scripts/paper_figure.py"
 
@@ -143,6 +148,7 @@ rule paper_heatmap:
     params:
         figure="heatmap",
         method_jobs=METHOD_JOBS,
+        settings=lambda w: config_hash(config.get("paper")),  # what the figures read of it
     script:
         "../scripts/paper_figure.py"
 
@@ -167,6 +173,7 @@ rule paper_pareto:
     params:
         figure="pareto",
         method_jobs=METHOD_JOBS,
+        settings=lambda w: config_hash(config.get("paper")),  # what the figures read of it
     script:
         "../scripts/paper_figure.py"
 

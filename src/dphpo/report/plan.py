@@ -469,6 +469,11 @@ def plan_of(p: Paper, name: str) -> TablePlan:
 EVALUATIONS = {"table5": "table5_shift"}
 
 
+def evaluation_section(config: dict, name: str) -> dict:
+    """What evaluation `name` reads of the config's `paper` section (Table 5: its rows' label maps and metrics)."""
+    return {table: (config.get("paper") or {}).get(table) for table, evaluation in EVALUATIONS.items() if evaluation == name}
+
+
 def plan(config: dict, name: str, method_jobs: Iterable[Sequence[str]] | None = None) -> TablePlan:
     specs.get(name, "paper")  # a ValueError names the known tables
     return plan_of(Paper(config, method_jobs), name)
