@@ -55,6 +55,30 @@ def test_a_diverged_model_is_a_recorded_failure_and_named_in_the_tables(digits_f
     assert any(n.startswith("FAILED: random_search on digits at target ε = 1 diverged for seed(s) 0") for n in table.notes)
 
 
+def test_a_diverged_trial_scores_nan_and_is_never_picked(digits_features):
+    """Audit: a head with non-finite weights predicted class 0 everywhere (argmax of NaN logits), so a diverged
+    stage trial scored the count of class 0 and could be a stage's pick; it now scores NaN (post-processing of
+    its weights), which `best_released` never picks while another trial has a number."""
+    import numpy as np
+    import torch
+
+    from dphpo.hpo.common import LinearHeadTrainer
+    from dphpo.hpo.selection import best_released
+
+    from test_baselines import CONFIG
+
+    trainer = LinearHeadTrainer.from_config(digits_features, CONFIG)
+    weights = torch.zeros(3, digits_features.num_classes, digits_features.x_train.shape[1])
+    weights[0, 0, 0] = float("nan")
+    weights[2, 1, 1] = float("inf")
+    out = trainer.outcome(weights)
+    assert np.isnan(out.train_score_sums[[0, 2]]).all() and np.isnan(out.test_metric[[0, 2]]).all()
+    assert out.train_score_sums[1] == (digits_features.y_train == 0).sum()  # zero weights: every logit ties at class 0
+    assert best_released(out.train_score_sums) == 1
+    finite = trainer.outcome(weights[1:2])
+    assert finite.train_score_sums.dtype.kind == "i"  # no divergence: the integer counts, as before
+
+
 def _table(tmp_path, text: str, **keys):
     from dphpo.data.files import FileDataset
 

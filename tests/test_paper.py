@@ -437,6 +437,7 @@ def test_a_changed_table5_label_map_re_evaluates_and_rewrites_table5(paper_run, 
     changed = tmp_path / "paper_tiny.yaml"
     changed.write_text(yaml.safe_dump(cfg))
     out = snakemake("-n", "--configfile", str(changed), "--replace-workflow-config", "paper", "-d", str(workdir)).stdout
+    assert "Job stats:" in out, out[-1000:]  # before: "Nothing to be done"
     counts = job_counts(out)
     assert counts.get("paper_evaluation") == 1 and counts.get("paper_table", 0) >= 1, counts
     assert not {"run_method", "extract_features"} & set(counts), counts  # nothing trained again

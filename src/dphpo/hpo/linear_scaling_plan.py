@@ -42,7 +42,8 @@ NULL_RELEASE = "null model"
 class Safeguard:
     """Guards of the safeguarded rule (`linear_scaling.safeguard`; docs/methods.md, "The safeguarded
     rule"). Each is post-processing of released picks or a data-independent choice: no privacy cost.
-    Off (None) leaves the paper's rule exact."""
+    Off (None) leaves the paper's rule, exact but for `LinearScalingConfig.monotone` (on by default;
+    `monotone: false` is Algorithm 2's raw line)."""
 
     # r -> (eta, T) of every stage trial and of the final run; overrides search_space.decompose_policy.
     # max_steps: at a fixed r and budget, more steps average the noise over more updates
@@ -204,7 +205,8 @@ class LinearScalingConfig:
     later_stage_cap: float = 0.2
     # r(ε) is non-decreasing (Panda et al. §3: the optimal r grows with ε). A line through two noisy
     # picks can slope downwards and extrapolate below every observed r (down to r_min); the guard
-    # takes max(extrapolation, largest stage pick) instead. Post-processing: no privacy cost.
+    # takes max(extrapolation, largest stage pick) instead. Post-processing: no privacy cost. Not in the
+    # paper's Algorithm 2: config/paper.yaml sets it false.
     monotone: bool = True
     safeguard: Safeguard | None = None  # None: the paper's rule, exact
 

@@ -210,10 +210,15 @@ class LinearHeadTrainer:
         return self.outcome(weights)
 
     def outcome(self, weights: torch.Tensor, extras: list[dict] | None = None) -> TrialOutcome:
-        """The outcome of trained heads (H, K, d): correct-prediction counts and accuracies."""
+        """The outcome of trained heads (H, K, d): correct-prediction counts and accuracies. A diverged head
+        (non-finite weights) scores NaN, never the count of the class its NaN logits' argmax names, so no
+        selection picks it (`best_released`); telling it apart is post-processing of the released weights."""
         f = self.features
-        train_correct = accuracy_counts(weights, f.x_train, f.y_train).numpy()
-        test_correct = accuracy_counts(weights, f.x_test, f.y_test).numpy()
+        counts = [accuracy_counts(weights, x, y).numpy() for x, y in ((f.x_train, f.y_train), (f.x_test, f.y_test))]
+        diverged = ~torch.isfinite(weights).flatten(1).all(dim=1).cpu().numpy()
+        if diverged.any():  # else the integer counts, as they were
+            counts = [np.where(diverged, np.nan, c) for c in counts]
+        train_correct, test_correct = counts
         return TrialOutcome(
             models=weights,
             train_score_sums=train_correct,
