@@ -84,8 +84,9 @@ def test_line_extrapolates_through_stage_points():
 
 def test_infeasible_plan_is_refused_before_training():
     lsc = ls.LinearScalingConfig(budget_mode="absolute", stage_eps=(0.5, 1.0))
-    with pytest.raises(InfeasibleBudgetError, match="stage 1 trials"):
+    with pytest.raises(InfeasibleBudgetError, match="stage 1 trials") as err:
         ls.check_budgets(lsc, SELECTION, [1.0], DELTA)
+    assert "linear_scaling.stage_eps ([0.5, 1.0], budget_mode absolute)" in str(err.value)  # the keys to change
 
 
 def test_same_seed_same_numbers(digits_features):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dphpo.errors import ConfigError
+from dphpo.errors import ConfigError, InfeasibleBudgetError
 from dphpo.hpo.linear_scaling_guards import (
     AbovePrevious,
     BeatsNull,
@@ -457,6 +457,13 @@ def check_budgets(lsc: LinearScalingConfig, selection: SelectionRule, targets: S
     plans = {}
     for target in targets:
         spent = planned_search_ledger(lsc, selection, target, planner, targets, n_parameters)
-        mu_f = plan_final_mu(target, delta, spent, what=f"final run of linear scaling at target eps={target:g}")
+        try:
+            mu_f = plan_final_mu(target, delta, spent, what=f"final run of linear scaling at target eps={target:g}")
+        except InfeasibleBudgetError as err:  # the ledger's words, with the keys they map to
+            raise InfeasibleBudgetError(
+                f"{err}\nThe keys: linear_scaling.stage_eps ({list(lsc.stage_eps)}, budget_mode {lsc.budget_mode}), "
+                f"linear_scaling.n_trials ({lsc.n_trials}), selection.noise_std (more noise costs less) and "
+                f"privacy.target_eps ({target:g})"
+            ) from None
         plans[float(target)] = {"final_mu": mu_f, "final_eps": planner.eps_for_mu(mu_f)}
     return plans
