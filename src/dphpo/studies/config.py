@@ -307,8 +307,8 @@ def explain_reruns(paths: Any, config: dict, metadata_lost: bool = False) -> lis
                 os.utime(path, (0, 0))
             groups.setdefault(tuple(keys), []).append(str(path))
     return [
-        f"{len(files)} result file(s) were computed with other settings and rerun ({', '.join(keys[:8])} changed), "
-        f"e.g. {files[0]}"
+        f"{len(files)} result file(s) were computed with other settings ({', '.join(keys[:8])} changed): each reruns "
+        f"when a target needs it, and every table refuses it until then, e.g. {files[0]}"
         for keys, files in sorted(groups.items(), key=lambda kv: -len(kv[1]))
     ]
 
