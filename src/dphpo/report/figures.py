@@ -244,7 +244,7 @@ def draw_figure3(config: dict, path: str | Path, method_jobs: Jobs = None) -> No
             eps = np.array(list(oracle))
             best_r = []
             for target, rs in oracle.items():  # a diverged grid point (accuracy null) is never the best
-                per_seed = [max(r["trials"], key=lambda t: -math.inf if math.isnan(as_float(t["test_accuracy"])) else as_float(t["test_accuracy"])) for r in rs]
+                per_seed = [max(r["trials"], key=lambda t: np.nan_to_num(as_float(t["test_accuracy"]), nan=-np.inf)) for r in rs]
                 best_r.append([t["eta"] * t["steps"] for t in per_seed])
                 ax_r.scatter([target] * len(per_seed), best_r[-1], color="C1", s=12, alpha=0.5)
             mean_r = np.array([np.mean(x) for x in best_r])
