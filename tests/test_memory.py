@@ -148,6 +148,8 @@ def test_dpzo_keeps_no_graph_and_scales_with_the_sequence():
     assert zo.parts["activations"] * (12 + memory.BACKWARD_LAYERS) == sgd.parts["activations"] * memory.ZO_LAYERS
     assert "per_example_gradients" not in zo.parts
     assert zo.parts["direction"] == 4 * sum(p.numel() for p in model.parameters())
+    # audit: θ, the copy each chunk is restored from (dphpo.train.dpzo), was not counted
+    assert zo.parts["theta"] == sum(p.numel() * p.element_size() for p in model.parameters())
     longer = estimate(model, 256, FinetuneSettings(), device="meta")
     assert 2 * sgd.per_example < longer.per_example < 4 * sgd.per_example  # s·h terms double, s² terms quadruple
 

@@ -14,7 +14,7 @@ from dphpo.studies import config as study_config
 from dphpo.studies import cost, extraction_cost
 from dphpo.studies.validate import load_config
 
-from test_workflow import TINY, snakemake
+from test_workflow import REPO, TINY, snakemake
 
 MODELLED = ("linear_scaling_stage", "linear_scaling_final", "run_method", "nonprivate_reference", "extract_features")
 
@@ -86,7 +86,12 @@ def test_runtime_limits_are_three_times_the_slowest_job_and_merge_into_the_confi
         r = by_rule[name]
         assert r.longest_job_seconds * r.jobs >= r.seconds * 0.999  # the slowest job is at least the mean one
         assert limit == {"runtime": max(cost.RUNTIME_FLOOR_MIN, -(-cost.RUNTIME_SAFETY * r.longest_job_seconds // 60))}
-    assert "run_method" in limits and not any(" " in name for name in limits)  # the CNN baseline is not modelled
+    # the CNN baseline's jobs are run_method's too and not modelled: a limit sized for the linear heads killed
+    # them (audit), so the rule keeps its own; without them it gets one
+    assert "run_method" not in limits and not any(" " in name for name in limits)
+    heads_only = load_config([TINY])
+    heads_only["baselines"]["oso_dpsgd_cnn"]["studies"] = []
+    assert "run_method" in cost.runtime_limits(cost.plan_cost(heads_only, gflops=0.001, overhead_s=0.0))
     out = tmp_path / "runtimes.yaml"
     assert main(["plan-cost", "--configfile", str(TINY), "--gflops", "0.001", "--overhead", "0", "--runtimes", str(out)]) == 0
     merged = load_config([TINY, out])
@@ -247,3 +252,26 @@ def test_extraction_is_costed_by_the_published_sizes_and_the_extractors_forward_
     assert rule.seconds == pytest.approx(2 * 15.0 + 11000 * 0.78e9 / 10e9)
     assert cost.runtime_limits([rule])["extract_features"]["runtime"] == cost.runtime_limit(15.0 + 11000 * 0.78e9 / 10e9)
     assert extraction_cost.measure_extract_gflops(batch=2, resolution=32) > 0
+
+
+def test_the_rules_steps_follow_its_own_draws_and_decomposition():
+    """Audit: every stage and final trial was costed at the grid's mean T (37 on config/config.yaml), but the
+    safeguarded rule decomposes r into the most steps (T_max = 100 for every r above η_min·T_max) and samples a
+    later stage above the previous pick: its stage-2 jobs ran 2.5x their estimate, most of the runtime limit's
+    safety factor. E[T] now comes from the rule's own r draws and decomposition (public, a fixed seed)."""
+    from dphpo.hpo.linear_scaling_plan import LinearScalingConfig
+
+    config = load_config([REPO / "config" / "config.yaml"])
+    means = {}
+    for variant in ("default", "safeguarded"):
+        cfg = study_config.variant_config(config, variant)
+        space = SearchSpace.from_config(cfg["search_space"])
+        lsc = LinearScalingConfig.from_config(cfg["linear_scaling"])
+        means[variant] = first, later, final = cost.rule_mean_steps(lsc, space)
+        assert min(space.steps) <= first <= later <= max(space.steps) and final == later  # a later stage samples above
+        (stage1, stage2), finals = cost._linear_scaling_steps(cfg, lsc, space, 6)
+        assert stage1 == pytest.approx(6 * lsc.n_trials * first) and stage2 == pytest.approx(6 * lsc.n_trials * later)
+        assert finals == pytest.approx(6 * final)
+    grid_mean = sum(space.steps) / len(space.steps)
+    assert means["safeguarded"][1] > 0.9 * max(space.steps) > 2 * grid_mean  # max_steps: nearly always T_max
+    assert means["default"][0] < grid_mean  # min_steps: the fewest steps

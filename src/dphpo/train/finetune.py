@@ -311,6 +311,7 @@ def train_dp(
                     sums = plain_grad_sum(params, fn)
                 for acc, s in zip(total, sums):
                     acc.add_(s)
+                del sums, s  # before the next chunk's backward: its peak holds no copy of this one's sum
             noisy = []
             for j, (p, acc) in enumerate(zip(params, total)):
                 noise = to_device(noise_host[j], p.device, p.dtype) * (sigma * settings.clip_norm) if private else 0.0

@@ -14,7 +14,8 @@ L = transformer layers, V = the output vocabulary of a per-token head, f = bytes
                 + a trial's model beside it (`build_model`: the trainable parameters and buffers where the
                   frozen weights are shared with the prototype, as the tasks of dphpo.tasks build it)
                 + trainable × 4 × (TRAINABLE_STATE + OPTIMIZER_STATE[optimizer])     (fine-tuning)
-                + trainable × 4                                    (DP-ZO: the step's direction z)
+                + trainable × 4 + the trainable parameters' bytes    (DP-ZO: the step's direction z and θ,
+                                                                    the copy every chunk is restored from)
     per_example = (L + BACKWARD_LAYERS) × (ACT_TOKEN·s·h + ACT_SCORE·a·s²) × f / 2   (activations)
                 + Σ_adapters s × d_in × 4      (a LoRA adapter casts its input to its fp32 dtype: a copy,
                                                  where the frozen layer's dtype differs: OPT-13B's bf16)
@@ -249,6 +250,7 @@ def estimate(model: nn.Module, seq_len: int, settings, *, device: torch.device |
             per["per_example_gradients"] = int(trainable * 4 * (HOOKS_BF16 if compute == torch.bfloat16 else 1))
     else:  # DP-ZO: forward passes without a graph
         fixed["direction"] = trainable * 4
+        fixed["theta"] = tensor_bytes([p for p in model.parameters() if p.requires_grad])  # dphpo.train.dpzo: θ of the step
         per = {"activations": ZO_LAYERS * layer, "logits": s * arch.vocab * (f + 4 * LOGITS_FP32_ZO)}
     return MemoryEstimate(sum(fixed.values()), max(1, sum(per.values())), fixed | per)
 
