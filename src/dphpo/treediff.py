@@ -23,6 +23,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+import torch
 from PIL import Image
 
 from dphpo.io import SEAL_KEY
@@ -68,8 +69,6 @@ def _without_timings(obj: Any) -> Any:
 
 def _tensors_as_bytes(obj: Any) -> Any:
     """A loaded checkpoint with each tensor as (dtype, shape, sha256 of its bytes): compared by value, named briefly."""
-    import torch
-
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()
         return [str(t.dtype), list(t.shape), "sha256 " + hashlib.sha256(t.reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()]
@@ -121,8 +120,6 @@ class TreeDiff:
     def pt_difference(self, a: Path, b: Path) -> str | None:
         """A torch checkpoint (pretraining, a language model) by its values: tensors by dtype, shape and bytes,
         the rest as a record (its package versions hold the source hash, its timings vary by run)."""
-        import torch
-
         da, db = (_tensors_as_bytes(torch.load(p, map_location="cpu", weights_only=True)) for p in (a, b))
         return self.value_difference(da, db)
 
