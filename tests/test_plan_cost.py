@@ -275,3 +275,12 @@ def test_the_rules_steps_follow_its_own_draws_and_decomposition():
     grid_mean = sum(space.steps) / len(space.steps)
     assert means["safeguarded"][1] > 0.9 * max(space.steps) > 2 * grid_mean  # max_steps: nearly always T_max
     assert means["default"][0] < grid_mean  # min_steps: the fewest steps
+
+
+def test_a_limit_past_a_clusters_max_time_is_named():
+    """Audit: --runtimes wrote 75,658 minutes (52 days) for OPT-13B's SQuAD study on one H100, silently; SLURM
+    pends or refuses a job past its partition's MaxTime. Every such limit is named (the CLI warns)."""
+    limits = {"language_method": {"runtime": 80_000, "by_study": {"sst2": {"runtime": 600}, "squad": {"runtime": 80_000}}},
+              "run_method": {"runtime": 60}}
+    assert cost.long_limits(limits) == [("resources.language_method.runtime", 80_000),
+                                        ("resources.language_method.by_study.squad.runtime", 80_000)]

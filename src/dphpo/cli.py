@@ -989,6 +989,10 @@ def _plan_cost(args: argparse.Namespace) -> int:
         write_text(args.runtimes, header + yaml.safe_dump({"resources": limits}, sort_keys=True))
         # on stderr: --json's stdout is the JSON object alone
         print(f"wrote {args.runtimes}: runtime limits for {', '.join(sorted(limits)) or 'no rule'}", file=sys.stderr)
+        for where, minutes in cost.long_limits(limits):  # a limit past a cluster's MaxTime pends or is refused
+            print(f"warning: {where} = {minutes:,} min ({minutes / 1440:.1f} days) is past most clusters' MaxTime "
+                  f"({cost.LONG_LIMIT_MIN // 1440} days): check your partition's (`scontrol show partition`) before "
+                  "you submit; a job past it pends or is refused", file=sys.stderr)
     if args.json:
         print(json.dumps({"gflops": gflops, "source": source, "lm_tflops": lm_tflops, "lm_source": lm_source,
                           "extract_gflops": extract_gflops, "extract_source": extract_source, "overhead_s": args.overhead, "total_seconds": total, "rules": [vars(r) for r in rules]}, indent=2))

@@ -294,6 +294,20 @@ def runtime_limit(seconds: float) -> int:
     return max(RUNTIME_FLOOR_MIN, math.ceil(RUNTIME_SAFETY * seconds / 60))
 
 
+#: A runtime limit above this many minutes (7 days) is past most SLURM partitions' MaxTime
+LONG_LIMIT_MIN = 7 * 24 * 60
+
+
+def long_limits(limits: dict[str, dict]) -> list[tuple[str, int]]:
+    """(config key, minutes) of every limit of `runtime_limits` above LONG_LIMIT_MIN."""
+    found = []
+    for rule, entry in sorted(limits.items()):
+        found += [(f"resources.{rule}.runtime", entry["runtime"])] if entry["runtime"] > LONG_LIMIT_MIN else []
+        found += [(f"resources.{rule}.by_study.{study}.runtime", e["runtime"]) for study, e in sorted((entry.get("by_study") or {}).items())
+                  if e["runtime"] > LONG_LIMIT_MIN]
+    return found
+
+
 def runtime_limits(rules: list[RuleCost]) -> dict[str, dict]:
     """`resources:` config entries with each estimated rule's runtime limit: RUNTIME_SAFETY x its slowest
     job, at least RUNTIME_FLOOR_MIN (`runtime_limit`). The language rules (one generic rule for every
