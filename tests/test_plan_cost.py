@@ -284,3 +284,12 @@ def test_a_limit_past_a_clusters_max_time_is_named():
               "run_method": {"runtime": 60}}
     assert cost.long_limits(limits) == [("resources.language_method.runtime", 80_000),
                                         ("resources.language_method.by_study.squad.runtime", 80_000)]
+
+
+def test_a_baseline_that_samples_r_is_costed_at_the_t_its_draws_decompose_into():
+    config = load_config([REPO / "config" / "config.yaml"])
+    space = SearchSpace.from_config(config["search_space"])
+    grid = cost.TRIAL_STEPS["random_search"]({"baselines": {"sampling": "grid"}}, space, 1)
+    drawn = cost.TRIAL_STEPS["random_search"]({"baselines": {"sampling": "r"}}, space, 1)
+    assert grid == pytest.approx(sum(space.steps) / len(space.steps))
+    assert drawn == cost.mean_decomposed_t(space) != grid and min(space.steps) <= drawn <= max(space.steps)

@@ -78,8 +78,20 @@ class RuleCost:
                 self.longest_by_study[study] = max(self.longest_by_study.get(study, 0.0), longest)
 
 
-def _mean_t(space: SearchSpace) -> float:
+def _mean_t(config: dict, space: SearchSpace) -> float:
+    """E[T] of a random baseline's trial: uniform over the T grid (`baselines.sampling: grid`), or the T its r
+    draws decompose into (`sampling: r`, as the rule's trials: a public Monte Carlo, `mean_decomposed_t`)."""
+    if (config.get("baselines") or {}).get("sampling", "grid") == "r":
+        return mean_decomposed_t(space)
     return float(np.mean(space.steps))
+
+
+@functools.lru_cache(maxsize=256)
+def mean_decomposed_t(space: SearchSpace, lo: float | None = None, hi: float | None = None) -> float:
+    """E[T] of an r drawn from [lo, hi] (default the whole range) as `space.r_sampling` says and decomposed
+    by its policy (a fixed seed: public choices only)."""
+    rng = np.random.default_rng(0)
+    return float(np.mean([space.decompose(float(r)).steps for r in space.sample_r(rng, RULE_STEP_DRAWS, lo=lo, hi=hi)]))
 
 
 def _grid_steps(config: dict, space: SearchSpace, method: str) -> float:
@@ -102,12 +114,12 @@ def _koskela_runs(kc: KoskelaConfig) -> float:
 
 #: Expected trial-steps of one search job (one seed, every target) of each method.
 TRIAL_STEPS: dict[str, Callable[[dict, SearchSpace, int], float]] = {
-    "random_search": lambda c, s, n: n * _mean_t(s),
-    "random_search_k": lambda c, s, n: n * RandomSearchConfig.from_config(c).k * _mean_t(s),
+    "random_search": lambda c, s, n: n * _mean_t(c, s),
+    "random_search_k": lambda c, s, n: n * RandomSearchConfig.from_config(c).k * _mean_t(c, s),
     "grid_oracle": lambda c, s, n: n * _grid_steps(c, s, ORACLE),
     "grid_accounted": lambda c, s, n: n * _grid_steps(c, s, ACCOUNTED),
-    "papernot_steinke": lambda c, s, n: n * PSConfig.from_config(c).k_dist.mean_trials * _mean_t(s),
-    "koskela": lambda c, s, n: n * _koskela_runs(KoskelaConfig.from_config(c)) * _mean_t(s),
+    "papernot_steinke": lambda c, s, n: n * PSConfig.from_config(c).k_dist.mean_trials * _mean_t(c, s),
+    "koskela": lambda c, s, n: n * _koskela_runs(KoskelaConfig.from_config(c)) * _mean_t(c, s),
     "oso_dpsgd": lambda c, s, n: n * sum(t for _, t in OsoConfig.from_config(c).candidates(s)),
     "mehta": lambda c, s, n: float(n),
 }
