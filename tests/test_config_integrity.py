@@ -362,3 +362,13 @@ def test_the_device_changes_no_settings_hash_so_a_gpu_run_draws_the_cpu_runs_noi
     assert study_config.run_settings_hash(changed, "default", "raw", "digits", "linear_scaling") not in hashes
     blind = study_config.device_blind({"training": {"device": "cuda", "finetune": {"device": "cuda:0", "lr": 1}}, "devices": [{"device": "cpu"}]})
     assert blind == {"training": {"device": "auto", "finetune": {"device": "auto", "lr": 1}}, "devices": [{"device": "auto"}]}
+
+
+def test_paper_dp_continual_is_a_key_the_schema_takes():
+    """Audit: config/README.md documents `paper.dp_continual` (the DP continual pre-training table's studies) and
+    dphpo.report.plan reads it, but the schema closed `paper` without it, so every config using it was refused."""
+    from dphpo.report.plan import Paper
+
+    cfg = tiny_config(paper={"dp_continual": [{"dataset": "digits", "extractor": "raw"}]})
+    validate_config(cfg, SCHEMA)
+    assert Paper(cfg).studies_of("dp_continual") == [("digits", "raw")]
