@@ -87,11 +87,11 @@ def _mean_t(config: dict, space: SearchSpace) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def mean_decomposed_t(space: SearchSpace, lo: float | None = None, hi: float | None = None) -> float:
-    """E[T] of an r drawn from [lo, hi] (default the whole range) as `space.r_sampling` says and decomposed
-    by its policy (a fixed seed: public choices only)."""
+def mean_decomposed_t(space: SearchSpace) -> float:
+    """E[T] of an r drawn as `space.r_sampling` says and decomposed by its policy (a fixed seed: public
+    choices only)."""
     rng = np.random.default_rng(0)
-    return float(np.mean([space.decompose(float(r)).steps for r in space.sample_r(rng, RULE_STEP_DRAWS, lo=lo, hi=hi)]))
+    return float(np.mean([space.decompose(float(r)).steps for r in space.sample_r(rng, RULE_STEP_DRAWS)]))
 
 
 def _grid_steps(config: dict, space: SearchSpace, method: str) -> float:
