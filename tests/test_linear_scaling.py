@@ -175,3 +175,17 @@ def test_a_stage_budget_that_is_not_finite_is_refused_naming_the_key(bad):
         ls.LinearScalingConfig(stage_eps=(bad, 0.2))
     with pytest.raises(ValueError, match="eps must be finite"):
         mu_from_eps(bad, 1e-5)
+
+
+def test_fit_record_says_clamped_only_when_the_space_moved_r():
+    # a falling line: the monotone guard lifts r to the largest pick, which lies inside the space
+    lsc = ls.LinearScalingConfig(budget_mode="absolute", stage_eps=(0.1, 0.2))
+    xs, rs = [0.1, 0.2], [10.0, 5.0]
+    choice = ls.choose_final_r(lsc, SPACE, xs, rs, [True, True], 1.0)
+    fit = ls._fit_record(lsc, SPACE, xs, rs, 1.0, choice, [True, True], [])
+    assert fit["r_extrapolated"] < 0 and fit["guard_applied"] and fit["r_clamped"] == 10.0
+    assert fit["clamped"] is False  # the monotone guard moved r, the clamp to [r_min, r_max] did not
+    # a rising line past the grid's r_max (80): clamped
+    choice = ls.choose_final_r(lsc, SPACE, xs, [10.0, 50.0], [True, True], 1.0)
+    fit = ls._fit_record(lsc, SPACE, xs, [10.0, 50.0], 1.0, choice, [True, True], [])
+    assert fit["clamped"] is True and fit["r_clamped"] == SPACE.r_max < fit["r_extrapolated"]

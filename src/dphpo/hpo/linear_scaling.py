@@ -303,7 +303,7 @@ def _fit_record(lsc: LinearScalingConfig, space: SearchSpace, xs: list, rs: list
             "monotone_guard": lsc.monotone,
             "guard_applied": choice.r_guarded != choice.r_extrapolated,
             "r_clamped": choice.r,
-            "clamped": not math.isclose(choice.r, choice.r_extrapolated),
+            "clamped": not math.isclose(choice.r, choice.r_bounded),  # the space moved r (not a guard before it)
         }
         | ({"safeguard_bound": choice.r_bounded, "bounded": choice.r_bounded != choice.r_guarded} if g else {})
         | ({"beyond_grid": choice.r > space.r_max} if g and g.beyond_grid else {})
