@@ -302,3 +302,13 @@ def test_a_remaining_budget_the_last_runs_accountant_cannot_fill_names_the_spent
         acc.sigma_for_remaining(Ledger([LedgerEntry(what="a", mu=0.5)]), 2.0, 500)
     sigma = acc.sigma_for_remaining(Ledger([LedgerEntry(what="a", mu=0.2)]), 4.0, 500)
     assert acc.total_with(Ledger([LedgerEntry(what="a", mu=0.2)]), sigma, 500) <= 4.0
+
+
+def test_a_trainer_rebuilt_for_another_batch_size_keeps_the_configured_eps_error():
+    from dphpo.train.linear_head import TrainSettings
+
+    config = {"privacy": {"delta": DELTA, "accountant": "prv", "eps_error": 0.1}, "training": {"batch_size": 100}}
+    settings = TrainSettings.from_config(config)
+    # the accountant a settings object builds (with_batch_size, a trainer built without one) is the config's
+    assert settings.accountant_for(1000).describe() == accountant_from_config(config, n_train=1000).describe()
+    assert settings.accountant_for(1000).describe()["eps_error"] == 0.1

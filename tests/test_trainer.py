@@ -292,3 +292,17 @@ def test_noisy_or_subsampled_trials_are_never_shared():
     assert shared_runs(noiseless, None, 0.1)[1] == [0, 1]  # random inits from different seeds
     runs, run_of = shared_runs(noiseless, None, 0.0)
     assert run_of == [0, 0] and list(runs.steps) == [5]
+
+
+@pytest.mark.parametrize("sigma", [float("nan"), float("inf"), -1.0])
+def test_a_non_finite_or_negative_sigma_is_refused_not_trained_without_noise(sigma):
+    # NaN > 0 is False: before the check, σ = NaN drew no noise and trained the noiseless run
+    with pytest.raises(ValueError, match="sigma must be finite"):
+        TrialBatch(eta=[0.1], steps=[3], sigma=[sigma], seeds=[0])
+
+
+@pytest.mark.parametrize("clip", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_clip_norm_that_bounds_nothing_is_refused(clip):
+    x, y = make_data()
+    with pytest.raises(ValueError, match="clip_norm must be"):
+        train_linear_dpgd(x, y, K, TrialBatch(eta=[0.1], steps=[2], sigma=[1.0], seeds=[0]), n_public=N, clip_norm=clip)

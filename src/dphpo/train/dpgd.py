@@ -32,6 +32,7 @@ post-processing of the noisy sum.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -65,8 +66,8 @@ class TrialBatch:
             raise ValueError(f"eta, steps, sigma and seeds must have one value per trial, got sizes {sizes}")
         if any(int(t) < 0 for t in self.steps):
             raise ValueError("steps must be >= 0")
-        if any(s < 0 for s in self.sigma):
-            raise ValueError("sigma must be >= 0")
+        if not all(math.isfinite(s) and s >= 0 for s in self.sigma):  # NaN > 0 is False: it would draw no noise
+            raise ValueError(f"sigma must be finite numbers >= 0, got {list(self.sigma)}")
 
     def __len__(self) -> int:
         return len(self.eta)
@@ -108,6 +109,8 @@ def train_linear_dpgd(
     """
     if not float(n_public) > 0:
         raise ValueError(f"n_public must be a positive declared size, got {n_public}")
+    if not (math.isfinite(clip_norm) and clip_norm > 0):
+        raise ValueError(f"clip_norm must be a finite number > 0, got {clip_norm}")
     if sample_rate is not None and not 0.0 < float(sample_rate) <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
     q = None if sample_rate is None or float(sample_rate) >= 1.0 else float(sample_rate)

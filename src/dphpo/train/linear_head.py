@@ -46,6 +46,7 @@ class TrainSettings:
     # Ablations of Panda et al. Table 15 (the method itself: full batch, exact GDP accounting).
     batch_size: int | None = None  # expected Poisson batch size B (q = B/N); None = full batch
     accountant: str = "gdp"  # "rdp": account every run with Rényi DP (looser); "prv": prv-accountant
+    eps_error: float = 0.01  # the PRV accountant's ε error bound (privacy.eps_error)
 
     def __post_init__(self) -> None:
         check_accounting(self.accountant, self.adjacency, self.batch_size)
@@ -66,6 +67,7 @@ class TrainSettings:
             adjacency=p.get("adjacency", "add_remove"),
             batch_size=None if batch_size is None else int(batch_size),
             accountant=p.get("accountant", "gdp"),
+            eps_error=float(p.get("eps_error", 0.01)),
         )
 
     def sample_rate(self, n_public: int) -> float | None:
@@ -76,8 +78,8 @@ class TrainSettings:
 
     def accountant_for(self, n_public: int) -> PlanningAccountant:
         """The accountant of one run on a training set of declared size `n_public`
-        (`dphpo.privacy.accountant.make_accountant`; `accountant_from_config` also reads privacy.eps_error)."""
-        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_public), batch_size=self.batch_size)
+        (`dphpo.privacy.accountant.make_accountant`, the same as `accountant_from_config` builds)."""
+        return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_public), self.eps_error, self.batch_size)
 
 
 @dataclass
