@@ -51,6 +51,9 @@ METHOD = "papernot_steinke"
 log = logging.getLogger(__name__)
 # The smallest per-step term of the pmf recursion that still counts towards a tail sum.
 _TAIL_TOL = 1e-300
+#: The largest Poisson mean whose pmf is summed by the recursion p_k = p_{k-1}·λ/k from e^{-λ}: up to it
+#: e^{-λ} is a normal float (e^{-700} ≈ 1e-304; doubles stay normal down to 2.2e-308), so no term loses bits.
+_POISSON_RECURSION_MAX = 700.0
 
 
 @dataclass(frozen=True)
@@ -82,18 +85,18 @@ class TrialCountDistribution:
         """Yield (k, P[K = k]) for k = k_min, k_min+1, ... (k_min = 1 for the TNB, 0 for Poisson)."""
         if self.kind == "poisson":
             lam = self.mean_trials
-            if math.exp(-lam) > 0.0:
+            if lam <= _POISSON_RECURSION_MAX:
                 p, k = math.exp(-lam), 0
                 while True:
                     yield k, p
                     k += 1
                     p *= lam / k
-            # E[K] past ~745: e^{-E[K]} underflows to 0 and so would every term; in log space instead
-            log_p, k = -lam, 0
+            # past it e^{-E[K]} is subnormal (few significant bits: every term off by one factor, the law no
+            # longer Poisson; at E[K] = 744 the terms summed to 1.29) or 0: each term from its own logarithm
+            k, log_lam = 0, math.log(lam)
             while True:
-                yield k, math.exp(log_p)
+                yield k, math.exp(k * log_lam - lam - math.lgamma(k + 1))
                 k += 1
-                log_p += math.log(lam / k)
         eta = self.shape
         gamma = tnb_gamma(self.mean_trials, eta)
         if gamma >= 1.0:  # E[K] = 1: K = 1 surely (and nothing after it: a tail sum ends)
