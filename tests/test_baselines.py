@@ -294,8 +294,20 @@ def test_capping_k_costs_delta_and_is_refused_when_too_costly():
     info = papernot_steinke.truncation_delta(psc, 8.0, DELTA, "x")
     assert info["p_exceed"] == pytest.approx((2.0 / 3.0) ** 60, rel=1e-9)  # geometric, E[K] = 3: P[K > m] = (1−γ)^m
     assert info["delta_cap"] == pytest.approx((1 + math.exp(8.0)) * info["p_exceed"])
-    with pytest.raises(InfeasibleBudgetError, match="max_trials"):
+    with pytest.raises(InfeasibleBudgetError, match=r"raise baselines\.x\.max_trials"):
         papernot_steinke.truncation_delta(papernot_steinke.PSConfig(max_trials=5), 1.0, DELTA, "x")
+
+
+def test_an_infeasible_tuning_budget_names_the_config_keys(monkeypatch):
+    # the library's calibration knows no config; the plan adds the keys to change (no real config reaches this
+    # branch at a sane delta: even E[K] = 500 fits eps = 0.01 with tiny trials, so the calibration is made to refuse)
+    def refuse(*args, **kwargs):
+        raise InfeasibleBudgetError("infeasible Papernot-Steinke plan: lower E[K] or raise the target.")
+
+    monkeypatch.setattr(papernot_steinke, "calibrate_ps_mu", refuse)
+    psc = papernot_steinke.PSConfig()
+    with pytest.raises(InfeasibleBudgetError, match=r"baselines\.papernot_steinke\.mean_trials, privacy\.target_eps"):
+        papernot_steinke.plan(psc, SelectionRule(noise_std=50.0), 0.05, DELTA)
 
 
 def test_capped_ledger_converts_at_delta_minus_cap():
@@ -396,6 +408,20 @@ def test_a_secret_number_of_trials_needs_candidates_independent_of_it(r_sampling
     papernot_steinke.check(cfg)
     cfg["baselines"]["sampling"], cfg["search_space"]["r_sampling"] = "r", "log_uniform"
     koskela.check(cfg)
+
+
+def test_random_search_refuses_candidates_that_are_not_drawn():
+    """Audit: with `log_grid` r sampling the "random" search drew nothing: over 50 keys, one candidate set
+    (k = 1: always the top of the range). Refused before any job; stratified draws stay random and pass."""
+    cfg = copy.deepcopy(CONFIG)
+    cfg["search_space"]["r_sampling"], cfg["baselines"]["sampling"] = "log_grid", "r"
+    for name in ("random_search", "random_search_k"):
+        with pytest.raises(ConfigError, match="r_sampling: log_grid places its candidates without a draw"):
+            registry.METHODS[name].check(cfg)
+    cfg["search_space"]["r_sampling"] = "stratified_log_uniform"
+    registry.METHODS["random_search"].check(cfg)
+    cfg["search_space"]["r_sampling"], cfg["baselines"]["sampling"] = "log_grid", "grid"  # (η, T) drawn from the grids
+    registry.METHODS["random_search_k"].check(cfg)
 
 
 def test_papernot_steinke_with_one_expected_trial_needs_no_cap():

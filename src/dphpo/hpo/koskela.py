@@ -131,7 +131,7 @@ def plan(kc: KoskelaConfig, selection: SelectionRule, target_eps: float, account
         raise InfeasibleBudgetError(
             f"infeasible {METHOD} plan at target eps={target_eps:g}: the amplified tuning alone costs "
             f"eps={total(lo):.4g} even with noise-only trials (E[K]={kc.ps.k_dist.mean_trials:g}, q={kc.q:g}, "
-            f"score mu={mu_s:.3g}); lower E[K] or raise the target"
+            f"score mu={mu_s:.3g}); lower E[K] (baselines.{METHOD}.mean_trials) or raise privacy.target_eps"
         )
     for _ in range(200):
         if hi / lo - 1.0 < MU_RTOL:

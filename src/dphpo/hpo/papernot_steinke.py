@@ -197,7 +197,7 @@ def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str)
         raise InfeasibleBudgetError(
             f"infeasible {where} plan at target eps={target_eps:g}: capping K at max_trials={psc.max_trials} "
             f"(P[K > max_trials] = {p_tail:.3g}) costs delta_cap = (1 + e^eps)·P = {delta_cap:.3g}, more than "
-            f"truncation_delta_fraction={psc.truncation_delta_fraction:g} of delta={delta:g}; raise max_trials."
+            f"truncation_delta_fraction={psc.truncation_delta_fraction:g} of delta={delta:g}; raise baselines.{where}.max_trials."
         )
     return {
         "max_trials": psc.max_trials,
@@ -242,9 +242,12 @@ def plan(psc: PSConfig, selection: SelectionRule, target_eps: float, delta: floa
     """Per-trial budgets for one target: μ_base calibrated at δ − δ_cap, split into training and score."""
     trunc = truncation_delta(psc, target_eps, delta, METHOD)
     d = psc.k_dist
-    mu_base = calibrate_ps_mu(
-        target_eps, delta - trunc["delta_cap"], d.distribution, d.mean_trials, d.eta, poisson_delta=psc.poisson_delta
-    )
+    try:
+        mu_base = calibrate_ps_mu(
+            target_eps, delta - trunc["delta_cap"], d.distribution, d.mean_trials, d.eta, poisson_delta=psc.poisson_delta
+        )
+    except InfeasibleBudgetError as err:  # the library names no config; here the keys are known
+        raise InfeasibleBudgetError(f"{err} (baselines.{METHOD}.mean_trials, privacy.target_eps)") from None
     mu_s = score_mu(selection)
     return {"mu_base": mu_base, "mu_score": mu_s, "mu_train": split_base_mu(mu_base, mu_s, METHOD, target_eps), "truncation": trunc}
 

@@ -22,6 +22,7 @@ from dphpo.hpo.candidates import (
     run_composed,
 )
 from dphpo.hpo.common import MethodResult
+from dphpo.hpo.space import SearchSpace
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.protocol import PrivateTrainer
 
@@ -81,8 +82,20 @@ def run_k(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bo
     )
 
 
+def check_drawn(config: dict) -> None:
+    """Refuse `baselines.sampling: r` with `search_space.r_sampling: log_grid`, which draws nothing: the
+    "random" search would run the same fixed candidates under every key (grid_accounted is that method)."""
+    rsc = RandomSearchConfig.from_config(config)
+    if rsc.sampling == "r" and SearchSpace.from_config(config["search_space"]).r_sampling == "log_grid":
+        raise ConfigError(
+            "search_space.r_sampling: log_grid places its candidates without a draw, so random search (Panda et al. "
+            "§2.1: hyperparameters drawn at random) would run fixed ones; use a drawn r_sampling, or baselines.sampling: grid"
+        )
+
+
 def check(config: dict) -> None:
-    """Refuse an infeasible random_search_k plan before any job runs."""
+    """Refuse random_search_k's fixed candidates (`check_drawn`) or an infeasible plan before any job runs."""
+    check_drawn(config)
     accountant, _, selection, targets = context(config)
     rsc = RandomSearchConfig.from_config(config)
     for target in targets:

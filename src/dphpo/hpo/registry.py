@@ -50,7 +50,7 @@ METHODS: dict[str, MethodFn] = {
     "linear_scaling": _Lazy(_HPO + "linear_scaling", "run_from_config"),  # the workflow runs it stage by stage
     # feature studies run it stage by stage as the variant `safeguarded`; language studies as a method
     "linear_scaling_safeguarded": _Lazy(_HPO + "linear_scaling", "run_safeguarded_from_config"),
-    "random_search": _Lazy(_HPO + "random_search", "run"),
+    "random_search": _Lazy(_HPO + "random_search", "run", "check_drawn"),
     "random_search_k": _Lazy(_HPO + "random_search", "run_k", "check"),
     "grid_oracle": _Lazy(_HPO + "grid_search", "run_oracle"),
     "grid_accounted": _Lazy(_HPO + "grid_search", "run_accounted", "check"),
