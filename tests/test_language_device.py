@@ -316,3 +316,15 @@ def test_the_top_level_training_device_reaches_a_language_study_unless_it_sets_i
     assert trainer_settings({}, study).device == "auto"
     with pytest.raises(ConfigError, match=r"language\.studies\.s\.training\.device: 'cuda' but no CUDA device"):
         checks.check_device({"device": "cuda"}, False, "language.studies.s.training.device")
+
+
+def test_question_answering_prepares_its_model_on_the_training_device_unless_the_study_names_one():
+    """Audit: `prepare` moved the model to `model.device` (default auto: cuda:0 whenever a GPU is visible)
+    before the trainer moved it to training.device: a 13 B model held a card it was not trained on."""
+    torch.manual_seed(0)
+    model = small_gpt2(64, n_layer=1, n_embd=16, n_head=2, n_positions=32, eos_id=0)
+    model, _ = prepare(model, {"lora": {"rank": 2, "alpha": 4}}, "language.studies.squad_test", "meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    model = small_gpt2(64, n_layer=1, n_embd=16, n_head=2, n_positions=32, eos_id=0)
+    model, _ = prepare(model, {"lora": {"rank": 2, "alpha": 4}, "device": "cpu"}, "language.studies.squad_test", "meta")  # model.device overrides it
+    assert {p.device.type for p in model.parameters()} == {"cpu"}

@@ -105,13 +105,14 @@ def hub_published_size(spec: dict) -> int:
     return int(info.splits[split].num_examples)
 
 
-def load_task(spec: dict, inputs: str | Path | None):
-    """The task of a language study from its input (hidden-state cache or pretrained LM checkpoint)."""
+def load_task(spec: dict, inputs: str | Path | None, device: str = "auto"):
+    """The task of a language study from its input (hidden-state cache or pretrained LM checkpoint); a task
+    that loads a hub model builds it on `device` (the study's training.device)."""
     if spec["task"] == "classification":
 
         return SequenceClassificationTask.from_cache(inputs, spec["model"])
     if spec["task"] == "question_answering":  # SQuAD v2 from its official JSON files (data.path), a hub LM
-        return QuestionAnsweringTask.from_spec(spec)
+        return QuestionAnsweringTask.from_spec(spec, device)
 
     return CausalLMTask.from_spec(spec, inputs)
 
@@ -123,8 +124,8 @@ def _language(trainer_class: str) -> Callable[[dict, dict, Any], tuple[Any, dict
     def build(config: dict, spec: dict, inputs: str | Path | None) -> tuple[Any, dict]:
 
         module, name = trainer_class.split(":")
-        task = load_task(spec, inputs)
         s = trainer_settings(config, spec)
+        task = load_task(spec, inputs, s.device)
         n_public = study_config.language_public_size(spec) or hub_published_size(spec)
         cfg = study_config.language_config(config, spec, n_public)
         acc = run_accountant(s.sample_rate(n_public), cfg["privacy"]["delta"], float(cfg["privacy"].get("eps_error", 0.01)))

@@ -180,15 +180,15 @@ def load_qa_model(model_spec: dict, where: str):
     return model, codec, prov
 
 
-def prepare(model: nn.Module, model_spec: dict, where: str) -> tuple[nn.Module, dict]:
+def prepare(model: nn.Module, model_spec: dict, where: str, device: str | torch.device | None = "auto") -> tuple[nn.Module, dict]:
     """Linearize GPT-2's Conv1D, inject the adapters (float32 whatever the frozen weights' dtype), move to `model.device`
-    (where the model is prepared; its trainer then places the task on `training.device`)."""
+    if the study names one, else to `device` (the training device: a 13 B model is not first moved to another card)."""
     linearize_conv1d(model)
     prov = {"lora": adapt(model, model_spec.get("lora"), where)}
     for p in model.parameters():
         if p.requires_grad:
             p.data = p.data.float()
-    model.to(choose_device(model_spec.get("device")))
+    model.to(choose_device(model_spec.get("device") or device))
     prov["trainable_parameters"] = int(sum(p.numel() for p in model.parameters() if p.requires_grad))
     return model.eval(), prov
 
@@ -247,7 +247,7 @@ class QuestionAnsweringTask(OnDevice):
         train = load_split(data["path"], "train", data.get("max_train"), seed, where)
         test = load_split(data["path"], "dev", data.get("max_test"), seed, where)
         model, codec, prov = load_qa_model(model_spec, where)
-        model, extra = prepare(model, model_spec, where)
+        model, extra = prepare(model, model_spec, where, device)
         prov |= extra | {"data": {"name": data["name"], "files": [FILES["train"], FILES["dev"]], "max_train": data.get("max_train"),
                                   "max_test": data.get("max_test"), "subsample_seed": seed},
                          "dataset_checksum": examples_checksum(train, test)}
