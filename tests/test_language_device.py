@@ -328,3 +328,17 @@ def test_question_answering_prepares_its_model_on_the_training_device_unless_the
     model = small_gpt2(64, n_layer=1, n_embd=16, n_head=2, n_positions=32, eos_id=0)
     model, _ = prepare(model, {"lora": {"rank": 2, "alpha": 4}, "device": "cpu"}, "language.studies.squad_test", "meta")  # model.device overrides it
     assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+def test_the_hidden_state_cache_runs_its_encoder_on_the_device_asked_for(monkeypatch):
+    """Audit: rule language_cache asks for a GPU, but the encoder always ran on the CPU (inputs never moved)."""
+    from dphpo.tasks.classification import encode_hidden_states
+    from dphpo.tasks.models import load_encoder
+
+    model, tokenizer, _ = load_encoder({"name": "minilm"})
+    moved, seen = [], []
+    monkeypatch.setattr(type(model), "to", lambda self, device: moved.append(torch.device(device)) or self)
+    model.register_forward_pre_hook(lambda mod, args, kwargs: seen.append(kwargs["input_ids"].device), with_kwargs=True)
+    h, _ = encode_hidden_states(model, tokenizer, ["a b", "c"], 8, 3, progress=False, device="cpu")
+    assert moved == [torch.device("cpu")] and seen == [torch.device("cpu")] and h.dtype == np.float32
+    assert not torch.is_inference_mode_enabled()

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from dphpo.data.metrics import majority_label_scores
 from dphpo.data.subsets import canonical_sha256
 from dphpo.data.text import load_text
+from dphpo.device import choose_device
 from dphpo.errors import ConfigError, FeatureCacheError
 from dphpo.io import atomic_path
 from dphpo.provenance import package_versions
@@ -54,23 +55,30 @@ class TopLayersClassifier(nn.Module):
 
 
 @torch.no_grad()
-def encode_hidden_states(model, tokenizer, texts: list[str], max_len: int, layer: int, batch_size: int = 64, progress: bool = True):
-    """(hidden states entering encoder layer `layer` (0-based), attention masks) of `texts`, (N, max_len, d) float32.
-    Sentence pairs (tuples) are encoded as pairs (`<s> a </s></s> b </s>` for RoBERTa), truncated longest first."""
+def encode_hidden_states(model, tokenizer, texts: list[str], max_len: int, layer: int, batch_size: int = 64, progress: bool = True,
+                         device: str | torch.device = "auto"):
+    """(hidden states entering encoder layer `layer` (0-based), attention masks) of `texts`, (N, max_len, d) float32,
+    the encoder run on `device` (`auto`: the GPU when there is one; a GPU's cache differs by float rounding, and its
+    content checksum with it). Sentence pairs (tuples) are encoded as pairs (`<s> a </s></s> b </s>` for RoBERTa),
+    truncated longest first."""
+    device = choose_device(device)
+    model.to(device)
     hidden = np.zeros((len(texts), max_len, model.config.hidden_size), np.float32)
     masks = np.zeros((len(texts), max_len), np.uint8)
-    for start in tqdm(range(0, len(texts), batch_size), desc=f"hidden states (layer {layer})", disable=not progress, mininterval=5.0):
-        chunk = texts[start : start + batch_size]
-        pair = (list(t[0] for t in chunk), list(t[1] for t in chunk)) if isinstance(chunk[0], tuple) else (chunk,)
-        enc = tokenizer(*pair, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
-        out = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
-        hidden[start : start + batch_size] = out.hidden_states[layer].float().numpy()
-        masks[start : start + batch_size] = enc["attention_mask"].numpy()
+    with torch.inference_mode():  # a frozen bottom: no graph
+        for start in tqdm(range(0, len(texts), batch_size), desc=f"hidden states (layer {layer})", disable=not progress, mininterval=5.0):
+            chunk = texts[start : start + batch_size]
+            pair = (list(t[0] for t in chunk), list(t[1] for t in chunk)) if isinstance(chunk[0], tuple) else (chunk,)
+            enc = tokenizer(*pair, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
+            out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device), output_hidden_states=True)
+            hidden[start : start + batch_size] = out.hidden_states[layer].float().cpu().numpy()
+            masks[start : start + batch_size] = enc["attention_mask"].numpy()
     return hidden, masks
 
 
-def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> dict:
-    """Cache the frozen bottom's output for a classification study (`language.studies[]` entry `spec`)."""
+def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True, device: str | torch.device = "auto") -> dict:
+    """Cache the frozen bottom's output for a classification study (`language.studies[]` entry `spec`), computed
+    on `device` (the study's training.device)."""
     model, tokenizer, model_prov = load_encoder(spec["model"])
     n_layers = int(model.config.num_hidden_layers)
     k = top_k(spec["model"], n_layers)
@@ -80,7 +88,9 @@ def write_hidden_cache(path: str | Path, spec: dict, progress: bool = True) -> d
     max_len = int(spec["model"].get("max_len", 32))
     parts = {}
     for split, texts in (("train", data.train), ("test", data.test)):
-        parts[f"h_{split}"], parts[f"mask_{split}"] = encode_hidden_states(model, tokenizer, texts, max_len, n_layers - k, progress=progress)
+        parts[f"h_{split}"], parts[f"mask_{split}"] = encode_hidden_states(
+            model, tokenizer, texts, max_len, n_layers - k, progress=progress, device=device
+        )
     parts["y_train"], parts["y_test"] = data.y_train, data.y_test
     content = hidden_content_sha256(parts)
     attrs = {
