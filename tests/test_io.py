@@ -1,11 +1,12 @@
 """Atomic outputs: a failed write keeps the previous file and leaves no temporary behind."""
 
+import json
 import os
 import stat
 
 import pytest
 
-from dphpo.io import atomic_path, read_json, write_json
+from dphpo.io import SEAL_KEY, atomic_path, read_json, write_json
 
 
 def test_failed_write_keeps_the_old_file_and_no_temporary(tmp_path):
@@ -71,3 +72,14 @@ def test_a_language_jobs_staged_files_reach_their_run_folder_as_links(tmp_path):
         assert os.path.getmtime(target) >= os.path.getmtime(job)  # newer than the job: Snakemake keeps it
     with pytest.raises(FileNotFoundError, match="eps8.result.json"):
         release_language_run(job, "8", targets)
+
+
+def test_a_record_holding_nan_is_refused_naming_the_file(tmp_path):
+    """Audit: json reads NaN and Infinity, which the seal cannot cover: `dphpo release` ended with a bare
+    'Out of range float values' and no file named."""
+    from dphpo.errors import OutputFileError
+
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps({"eps": float("nan"), SEAL_KEY: "x"}))
+    with pytest.raises(OutputFileError, match=rf"{path} holds a value its seal cannot cover"):
+        read_json(path)

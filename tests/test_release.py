@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from dphpo.cli import main
 from dphpo.hpo import nonprivate, registry
@@ -268,6 +269,46 @@ def test_verify_release_checks_the_whole_statement_and_every_model(bundle, tmp_p
     set_bundle_times(copy)
     assert verify_bundle(copy) == ["runs/digits/raw/nonprivate/model.npz: a model without its release (no result.json "
                                    "beside it states what it costs)"]
+    # a second model beside a release (audit: the non-private reference's weights under another name passed)
+    shutil.rmtree(copy)
+    shutil.copytree(bundle, copy)
+    npz = next(p for p in copy.rglob("model.npz"))
+    torch.save({"w": torch.zeros(2)}, npz.with_name("model.pt"))
+    write_manifest(copy)
+    set_bundle_times(copy)
+    folder = npz.parent.relative_to(copy).as_posix()
+    assert verify_bundle(copy) == [f"{folder}: 2 models ({folder}/model.npz, {folder}/model.pt) beside one release, "
+                                   "which accounts for one"]
+
+
+def test_verify_release_fails_a_statement_that_drops_recorded_labels_or_states_no_number(bundle, tmp_path):
+    """Audit: table_labels emptied in privacy.json, tables rebuilt from it and re-manifested, passed with the
+    labels of settings chosen on private data gone; a composed eps of null ended in a traceback."""
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    labels = {"design_notes": {"search_space.eta": "chosen on the private training set"}}
+    for path in copy.rglob("result.json"):  # releases whose settings were chosen on private data say so
+        record = read_json(path)
+        record["provenance"]["table_labels"] = labels
+        write_json(path, record)
+    write_manifest(copy)
+    lacking = "privacy.json: its table_labels lack labels the releases record"
+    assert read_json(copy / STATEMENT_JSON)["table_labels"] == {}
+    assert any(lacking in p for p in verify_bundle(copy))
+    statement = read_json(copy / STATEMENT_JSON)
+    statement.pop(SEAL_KEY, None)
+    statement["table_labels"] = labels
+    write_json(copy / STATEMENT_JSON, statement)
+    write_manifest(copy)
+    assert not any(lacking in p for p in verify_bundle(copy))
+    shutil.rmtree(copy)
+    shutil.copytree(bundle, copy)
+    statement = read_json(bundle / STATEMENT_JSON)
+    statement.pop(SEAL_KEY, None)
+    statement["datasets"][0]["composed"]["eps"] = None
+    write_json(copy / STATEMENT_JSON, statement)
+    write_manifest(copy)
+    assert any("privacy.json: datasets.digits.composed.eps: expected a number, got None" in p for p in verify_bundle(copy))
 
 
 @pytest.mark.parametrize("edit", ["tables/hpo_comparison.md", "tables/linear_scaling.csv", "PRIVACY.md", "report.html",
@@ -397,6 +438,17 @@ def test_language_releases_compose_by_corpus():
     gpt2 = {"provenance": {"study": "b", "trainer": {"task": {"data": {"corpus": "tweets"}}}}}
     vision = {"provenance": {"dataset": "tweets", "trainer": "linear_head"}}
     assert {Release("x", r, None).dataset for r in (minilm, gpt2, vision)} == {"tweets"}
+
+
+
+def test_question_answering_releases_compose_by_their_corpus():
+    """Audit: the question-answering task's data block named no corpus, so two SQuAD studies were stated apart,
+    each at its own ε, never composed."""
+    from dphpo.tasks.question_answering import data_provenance
+
+    prov = {"data": data_provenance({"name": "squad_v2", "path": "squad", "max_train": 100}, 0)}
+    records = [{"provenance": {"study": name, "trainer": {"task": prov}}} for name in ("squad_a", "squad_b")]
+    assert {Release("x", r, None).dataset for r in records} == {"squad_v2"}
 
 
 def test_the_end_of_a_run_says_in_plain_words_what_the_tree_protects(tree, bundle, tmp_path):

@@ -126,9 +126,14 @@ def read_json(path: str | os.PathLike) -> Any:
             raise OutputFileError(f"{path} has no {SEAL_KEY}: it was not written by dphpo or its seal was removed "
                                   "(hand-edited?); delete it and rerun")
         stored = data.pop(SEAL_KEY)
-        if seal(data) != stored:
+        try:
+            sealed = seal(data)
+        except ValueError as exc:  # NaN or ±Infinity: no file the workflow writes holds one
+            raise OutputFileError(f"{path} holds a value its seal cannot cover ({exc}): it was not written by dphpo; "
+                                  "delete it and rerun") from None
+        if sealed != stored:
             raise OutputFileError(f"{path} was altered after it was written: its {SEAL_KEY} {stored} does not match "
-                                  f"its content ({seal(data)}); delete it and rerun")
+                                  f"its content ({sealed}); delete it and rerun")
     return data
 
 

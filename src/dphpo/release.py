@@ -704,6 +704,11 @@ def rebuilt_problems(bundle: Path, releases: list[Release], statement: dict, con
     each file that differs (or is missing, or is extra) was not built from them. The tables' labels are
     the statement's `table_labels`, or with `config` that config's (`studies.config.table_labels`)."""
     labels = statement.get("table_labels", {}) if config is None else table_labels(config)
+    with_recorded = copy.deepcopy(labels)
+    _merge(with_recorded, recorded_labels(releases))
+    if with_recorded != labels:  # tables rebuilt without them would pass, unlabelled
+        return [f"{STATEMENT_JSON}: its table_labels lack labels the releases record (e.g. settings chosen on private "
+                "data); tables built from them would drop those labels"]
     with tempfile.TemporaryDirectory() as tmp:
         again = Path(tmp)
         for r in releases:
@@ -743,10 +748,15 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
         if not r.dp and not statement.get("include_nonprivate"):
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
     beside = {PurePosixPath(r.rel).parent for r in releases}
+    models: dict[PurePosixPath, list[str]] = {}
     for model in sorted(p for name in MODEL_NAMES for p in bundle.rglob(name)):
         rel = model.relative_to(bundle).as_posix()
+        models.setdefault(PurePosixPath(rel).parent, []).append(rel)
         if PurePosixPath(rel).parent not in beside:  # a model is published with the release that accounts for it
             problems.append(f"{rel}: a model without its release (no result.json beside it states what it costs)")
+    for folder, names in models.items():  # one release, one model: a second one is accounted by nothing
+        if len(names) > 1:
+            problems.append(f"{folder}: {len(names)} models ({', '.join(names)}) beside one release, which accounts for one")
     stated = {d["dataset"]: d for d in statement.get("datasets", [])}
     found = statements(releases, bool(statement.get("include_nonprivate")))
     for st in found:
@@ -764,7 +774,12 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
                             f"(unstated: {missing[:3]}, stated but absent: {extra[:3]})")
         composed = {"privacy": {"entries": st.entries()}, "total_delta": st.delta}
         eps, how = recompute(composed)
-        claimed = float(d["composed"]["eps"])
+        try:
+            claimed = float((d.get("composed") or {})["eps"])
+        except (KeyError, TypeError, ValueError):
+            problems.append(f"{STATEMENT_JSON}: datasets.{st.dataset}.composed.eps: expected a number, got "
+                            f"{(d.get('composed') or {}).get('eps')!r}")
+            continue
         if eps is not None and (why := claim_problems(claimed, composed, eps, how)):
             problems.append(f"{STATEMENT_JSON}: {st.dataset}'s composed ε is not the releases' ({how}): {why[0]}")
         if st.bundle_is_infinite and d.get("bundle_eps") != "inf":  # PRIVACY.md: rebuilt from the statement

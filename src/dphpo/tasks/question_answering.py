@@ -193,6 +193,13 @@ def prepare(model: nn.Module, model_spec: dict, where: str, device: str | torch.
     return model.eval(), prov
 
 
+def data_provenance(data: dict, seed: int) -> dict:
+    """A study's data block as its releases record it; `corpus` names the private dataset, so that every
+    release about it composes in a published statement (`dphpo.release.Release.dataset`)."""
+    return {"name": data["name"], "corpus": data["name"], "files": [FILES["train"], FILES["dev"]],
+            "max_train": data.get("max_train"), "max_test": data.get("max_test"), "subsample_seed": seed}
+
+
 def load_split(folder: str | Path, split: str, n_keep: int | None, seed: int, where: str,
                public_size: int | None = None) -> list[SquadExample]:
     """About `n_keep` questions of one official file (all when None), each kept by its own content
@@ -248,9 +255,7 @@ class QuestionAnsweringTask(OnDevice):
         test = load_split(data["path"], "dev", data.get("max_test"), seed, where)
         model, codec, prov = load_qa_model(model_spec, where)
         model, extra = prepare(model, model_spec, where, device)
-        prov |= extra | {"data": {"name": data["name"], "files": [FILES["train"], FILES["dev"]], "max_train": data.get("max_train"),
-                                  "max_test": data.get("max_test"), "subsample_seed": seed},
-                         "dataset_checksum": examples_checksum(train, test)}
+        prov |= extra | {"data": data_provenance(data, seed), "dataset_checksum": examples_checksum(train, test)}
         try:
             return cls(model, codec, train, test, prov, max_len=int(model_spec.get("max_len", 512)),
                        max_new_tokens=int(model_spec.get("max_new_tokens", 50)), eval_batch=int(model_spec.get("eval_batch", 8)), device=device)
