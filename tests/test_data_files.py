@@ -485,3 +485,23 @@ def test_own_images_texts_and_features_run_the_rule_and_a_baseline_end_to_end(tm
     # how a table is read changed (another split): its features rebuild, not reused from the old split
     config["datasets"]["my_texts"]["test_fraction"] = 0.3
     assert "output: results/features/my_texts/minilm_l6.h5" in dry_run(config)
+
+
+def test_a_null_text_a_repeated_header_and_complex_features_are_refused(tmp_path):
+    """Audit: a Parquet null text was read as the text "nan" (NaN is truthy), a CSV header naming `text` twice
+    used its last column without a word, and complex features lost their imaginary part to a NumPy warning."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"text": [f"text {i}" for i in range(12)], "label": [i % 2 for i in range(12)]})
+    frame.loc[3, "text"] = None
+    frame.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(DatasetError, match="row 4: empty text in text"):
+        _spec("t", kind="text_table", path=str(tmp_path / "t.parquet")).load()
+    (tmp_path / "r.csv").write_text("text,label,text\n" + "".join(f"a {i},{i % 2},b {i}\n" for i in range(12)))
+    with pytest.raises(DatasetError, match=r"datasets.t.path: r.csv's header repeats column 'text'"):
+        _spec("t", kind="text_table", path=str(tmp_path / "r.csv")).load()
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "c.npz", train_x=rng.normal(size=(40, 5)) + 1j, train_y=np.arange(40) % 4,
+             test_x=rng.normal(size=(10, 5)), test_y=np.arange(10) % 4)
+    with pytest.raises(DatasetError, match="train_x must be real numbers"):
+        _spec("c", kind="features", path=str(tmp_path / "c.npz")).load()

@@ -562,6 +562,10 @@ def _read_delimited(path: Path, key: str, delimiter: str) -> list[dict]:
         # start of a cell that runs on over the next rows (several records read as one)
         quoting = {"quoting": csv.QUOTE_NONE} if delimiter == "\t" else {}
         reader = csv.DictReader(fh, delimiter=delimiter, strict=True, **quoting)
+        names = reader.fieldnames or []
+        if repeated := sorted({n for n in names if names.count(n) > 1}):  # a dict keeps the last, silently
+            raise DatasetError(f"{key}.path: {path.name}'s header repeats column {', '.join(map(repr, repeated))}: "
+                               "name each column once")
         try:
             for row in reader:
                 if None in row or None in row.values():  # more, or fewer, cells than the header names
@@ -605,6 +609,13 @@ def _one_kind(labels: list[Any], declared: Sequence[str] | None) -> list[Any]:
     return labels
 
 
+def _cell_text(value) -> str:
+    """A text cell stripped; a missing one (None, or a Parquet null read as NaN, which is truthy) empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value).strip()
+
+
 def load_text_table(spec: FileDataset) -> Dataset:
     """A text table as a `Dataset`; `FileDataset.load` checked its named columns against the header first."""
     path = spec.path
@@ -613,7 +624,7 @@ def load_text_table(spec: FileDataset) -> Dataset:
         raise DatasetError(f"{spec.key}.path: {path} has no rows")
     texts, labels, splits = [], [], []
     for i, row in enumerate(rows, 1):
-        parts = [str(row.get(f) or "").strip() for f in spec.text_field]
+        parts = [_cell_text(row.get(f)) for f in spec.text_field]
         if not all(parts):
             raise DatasetError(f"{spec.key}: {path.name} row {i}: empty text in {', '.join(spec.text_field)}")
         texts.append(PAIR_SEPARATOR.join(parts))
@@ -664,8 +675,8 @@ def load_feature_file(spec: FileDataset) -> Dataset:
     for split, x in (("train_x", x_train), ("test_x", x_test)):
         if x.dtype == object or x.ndim != 2:
             raise DatasetError(f"{spec.key}: {path.name} {split} must be a 2-D numeric array (N, d), got shape {x.shape}")
-        if not np.issubdtype(x.dtype, np.number):
-            raise DatasetError(f"{spec.key}: {path.name} {split} must be numeric, got {x.dtype}")
+        if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):  # complex: not features
+            raise DatasetError(f"{spec.key}: {path.name} {split} must be real numbers (integers or floats), got {x.dtype}")
         if not np.isfinite(x).all():
             raise DatasetError(f"{spec.key}: {path.name} {split} holds NaN or inf values")
     for split, x in (("train_x", x_train), ("test_x", x_test)):
