@@ -65,14 +65,13 @@ def encode_hidden_states(model, tokenizer, texts: list[str], max_len: int, layer
     model.to(device)
     hidden = np.zeros((len(texts), max_len, model.config.hidden_size), np.float32)
     masks = np.zeros((len(texts), max_len), np.uint8)
-    with torch.inference_mode():  # a frozen bottom: no graph
-        for start in tqdm(range(0, len(texts), batch_size), desc=f"hidden states (layer {layer})", disable=not progress, mininterval=5.0):
-            chunk = texts[start : start + batch_size]
-            pair = (list(t[0] for t in chunk), list(t[1] for t in chunk)) if isinstance(chunk[0], tuple) else (chunk,)
-            enc = tokenizer(*pair, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
-            out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device), output_hidden_states=True)
-            hidden[start : start + batch_size] = out.hidden_states[layer].float().cpu().numpy()
-            masks[start : start + batch_size] = enc["attention_mask"].numpy()
+    for start in tqdm(range(0, len(texts), batch_size), desc=f"hidden states (layer {layer})", disable=not progress, mininterval=5.0):
+        chunk = texts[start : start + batch_size]
+        pair = (list(t[0] for t in chunk), list(t[1] for t in chunk)) if isinstance(chunk[0], tuple) else (chunk,)
+        enc = tokenizer(*pair, truncation=True, max_length=max_len, padding="max_length", return_tensors="pt")
+        out = model(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device), output_hidden_states=True)
+        hidden[start : start + batch_size] = out.hidden_states[layer].float().cpu().numpy()
+        masks[start : start + batch_size] = enc["attention_mask"].numpy()
     return hidden, masks
 
 
