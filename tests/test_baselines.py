@@ -289,6 +289,26 @@ def _take(it, n):
     return [next(it) for _ in range(n)]
 
 
+@pytest.mark.parametrize(("distribution", "mean", "eta"), [("geometric", 3.0, None), ("geometric", 10.0, None),
+                                                       ("logarithmic", 3.0, None), ("tnb", 5.0, 2.0), ("poisson", 10.0, None)])
+def test_auto_cap_is_the_smallest_whose_tail_a_bundle_can_pay(distribution, mean, eta):
+    """`max_trials: auto` (the default) is the smallest m with P[K > m] ≤ 1e-250, checked against the closed
+    form where there is one (geometric: (1 − γ)^m, γ = 1/E[K]) and against scipy's Poisson tail."""
+    from scipy.stats import poisson
+
+    dist = papernot_steinke.TrialCountDistribution(distribution, mean, eta)
+    m = dist.auto_cap()
+    assert dist.tail(m) <= papernot_steinke.AUTO_CAP_TAIL < dist.tail(m - 1)
+    if distribution == "geometric":
+        assert m == math.ceil(math.log(papernot_steinke.AUTO_CAP_TAIL) / math.log(1 - 1 / mean))
+    if distribution == "poisson":
+        assert poisson.sf(m, mean) <= papernot_steinke.AUTO_CAP_TAIL * (1 + 1e-9) < poisson.sf(m - 1, mean)
+    section = {"distribution": distribution, "mean_trials": mean, "eta": eta}
+    assert papernot_steinke.PSConfig.from_section(section, "grid", "x").max_trials == m  # absent: auto
+    assert papernot_steinke.PSConfig.from_section(section | {"max_trials": "auto"}, "grid", "x").max_trials == m
+    assert papernot_steinke.PSConfig.from_section(section | {"max_trials": 7}, "grid", "x").max_trials == 7
+
+
 def test_capping_k_costs_delta_and_is_refused_when_too_costly():
     psc = papernot_steinke.PSConfig(max_trials=60)
     info = papernot_steinke.truncation_delta(psc, 8.0, DELTA, "x")

@@ -204,9 +204,10 @@ def test_init_reads_star_ratings_as_five_classes_by_value(tmp_path, capsys):
 
 @pytest.mark.parametrize("n_train", [20_000, 150_000])
 def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_path, capsys, n_train):
-    """Above 10,000 records init picks delta below 1e-5, where the embedded cap of 60 Papernot–Steinke trials
-    would cost more than 1 % of delta at eps = 8 (the plan refused: init wrote no config for any N > 10,000).
-    Init raises each copied cap to the smallest that fits, and the config passes check-config."""
+    """Above 10,000 records init picks delta below 1e-5, where a cap of 60 Papernot–Steinke trials would
+    cost more than 1 % of delta at eps = 8 (the plan refused: init wrote no config for any N > 10,000).
+    The copied cap is `auto` (sized for any delta and bundle: P[K > cap] <= 1e-250), and the config passes
+    check-config."""
     import dataclasses
 
     from dphpo.errors import InfeasibleBudgetError
@@ -223,9 +224,8 @@ def test_init_sizes_the_trial_caps_for_the_smaller_delta_of_more_records(tmp_pat
     for method in ("papernot_steinke", "koskela"):
         psc = PSConfig.from_section(config["baselines"][method], "grid", method)
         truncation_delta(psc, 8.0, delta, method)  # fits
-        # the copied cap, raised to the smallest that fits where it does not (not needed at the default 200)
         smallest = fitting_max_trials(dataclasses.replace(psc, max_trials=1), 8.0, delta)
-        assert smallest > 60 and psc.max_trials == max(200, smallest)
+        assert config["baselines"][method]["max_trials"] == "auto" and psc.max_trials == psc.k_dist.auto_cap() > smallest > 60
         tighter = dataclasses.replace(psc, max_trials=smallest - 1)
         with pytest.raises(InfeasibleBudgetError):  # `smallest` is the smallest that fits
             truncation_delta(tighter, 8.0, delta, method)
@@ -285,8 +285,9 @@ def test_init_names_a_dataset_in_ascii_and_says_why_a_name_is_refused(tmp_path, 
 
 def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keeps(tmp_path, capsys):
     """delta = 1e-5 suits 600 records; a dataset of 150,000 added to the config makes it at least 1/N,
-    which the workflow refuses: --add lowers it (and resizes the trial caps for it), saying so; 20,000
-    records leave it valid, and the note says what a new config would pick."""
+    which the workflow refuses: --add lowers it (and raises a user's explicit trial cap for it; `auto` is
+    sized for any delta), saying so; 20,000 records leave it valid, and the note says what a new config
+    would pick."""
     rng = np.random.default_rng(0)
 
     def npz(name, n):
@@ -298,11 +299,15 @@ def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keep
     assert dphpo(["init", "--features", npz("small.npz", 600), "--out", str(out), "--public-n-train", "600"]) == 0
     assert dphpo(["init", "--features", npz("mid.npz", 20_000), "--out", str(out), "--add", "--public-n-train", "20000"]) == 0
     assert "privacy.delta 1e-05 is kept for every study; for 20,000 training records dphpo init picks 1e-06" in capsys.readouterr().out
-    assert yaml.safe_load(out.read_text())["privacy"]["delta"] == 1e-5
+    config = yaml.safe_load(out.read_text())
+    assert config["privacy"]["delta"] == 1e-5 and config["baselines"]["koskela"]["max_trials"] == "auto"
+    config["baselines"]["papernot_steinke"]["max_trials"] = 60  # a user's explicit cap, sized for delta = 1e-5
+    out.write_text(yaml.safe_dump(config))
     assert dphpo(["init", "--features", npz("big.npz", 150_000), "--out", str(out), "--add", "--public-n-train", "150000"]) == 0
     assert "privacy.delta lowered from 1e-05 to 1e-07 for every study" in capsys.readouterr().out
     config = yaml.safe_load(out.read_text())
     assert config["privacy"]["delta"] == 1e-7 and config["baselines"]["papernot_steinke"]["max_trials"] > 60
+    assert config["baselines"]["koskela"]["max_trials"] == "auto"
     assert dphpo(["check-config", str(out)]) == 0
 
 

@@ -567,6 +567,29 @@ def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
     assert c["truncation_delta"] > 3 * (1 + math.e) * 1e-12  # more than the releases' own δ_cap summed
 
 
+@pytest.mark.parametrize(("mu", "p_exceed", "dominated"), [(10.0, (2 / 3) ** 200, True), (10.0, None, False), (45.0, 1e-320, True)])
+def test_a_bundle_pays_its_trial_caps_at_its_own_eps_and_says_when_they_dominate(mu, p_exceed, dominated):
+    """Stop 57's audit: caps sized for one release at its target (geometric E[K] = 3 capped at 200: P[K > 200]
+    = 6e-36) leave a bundle of ε ≈ 230 with δ = 1, stated without a word. The statement says when the cap's
+    term dominates δ and how to fix it; `max_trials: auto` (P[K > cap] ≤ 1e-250) keeps the configured δ. A
+    bundle past ε = 709 pays (1 + e^ε)·Σp in full (e^ε was clamped at e^700: 1e-320 of tail became 1e-16)."""
+    from dphpo.hpo.papernot_steinke import TrialCountDistribution
+    from dphpo.release import cap_dominates, statement_markdown, statements
+
+    auto_tail = TrialCountDistribution("geometric", 3.0).tail(TrialCountDistribution("geometric", 3.0).auto_cap())
+    releases = []
+    for s in range(3 if mu < 20 else 1):
+        r = _release(f"runs/d/raw/papernot_steinke/default/seed{s}/eps1/result.json", "d", mu, {"extractor": "raw"})
+        r.record["privacy"]["truncation"] = {"p_exceed": auto_tail if p_exceed is None else p_exceed}
+        releases.append(r)
+    (st,) = statements(releases, include_nonprivate=False)
+    c = st.composed()
+    assert c["eps"] > (200 if mu < 20 else 709)
+    assert cap_dominates(c) is dominated and (c["delta"] == 1.0) is dominated
+    assert dominated or c["delta"] == 1e-5
+    assert ("`max_trials: auto` makes negligible" in statement_markdown({"datasets": [st.to_dict()]})) is dominated
+
+
 def test_bundle_files_carry_one_time_so_they_reveal_no_job_run_time(tree, bundle, tmp_path):
     """A results tree's file times are when each job ended (their gaps: run times, which grow with the
     private N and with Papernot-Steinke's secret K); the bundle sets one fixed time on every file, and

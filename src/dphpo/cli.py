@@ -832,7 +832,7 @@ def _verify_release(root: Path, config_paths: list[str] | None) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     from dphpo.hpo.registry import METHODS, NOT_DP_METHODS
-    from dphpo.release import build_bundle, unbundled
+    from dphpo.release import build_bundle, cap_dominates, unbundled
     from dphpo.studies.validate import load_config
 
     _take_back_positionals(
@@ -850,6 +850,10 @@ def _release(args: argparse.Namespace) -> int:
         c = d["composed"]
         print(f"{d['dataset']}: {len(d['releases'])} DP release(s), all together ({c['eps']:.4g}, {c['delta']:.3g})-DP"
               + (f"; {len(d['nonprivate'])} non-private (ε = ∞): the whole bundle costs ε = ∞" if d["nonprivate"] else ""))
+        if cap_dominates(c):
+            print(f"warning: {d['dataset']}: δ = {c['delta']:.3g} is mostly (1 + e^ε)·P[some capped K exceeded its cap] = "
+                  f"{c['truncation_delta']:.3g}, paid at the bundle's ε: rerun the Papernot–Steinke and Koskela jobs with "
+                  "baselines.<method>.max_trials: auto (the default), or publish fewer releases", file=sys.stderr)
     print(f"bundle written to {args.out_dir}: publish it whole; PRIVACY.md states what it costs; "
           f"check it with `dphpo verify --release {args.out_dir}`")
     return 0

@@ -172,12 +172,13 @@ def new_config(found: Inspection, section: dict, embedded: dict, namespace: str 
 
 
 def size_trial_caps(config: dict) -> None:
-    """Raise the copied caps on the number of random trials (Papernot–Steinke, Koskela) where the config's
-    δ is smaller than the embedded one: a cap costs δ_cap = (1 + e^ε)·P[K > cap], at most 1 % of δ."""
+    """Raise the config's explicit caps on the number of random trials (Papernot–Steinke, Koskela) where its
+    δ is smaller than they were sized for: a cap costs δ_cap = (1 + e^ε)·P[K > cap], at most 1 % of δ
+    (`max_trials: auto`, the default, is sized for any δ and any bundle)."""
     eps, delta = max(config["privacy"]["target_eps"]), float(config["privacy"]["delta"])
     for method in TRIAL_CAPPED:
         section = config["baselines"].get(method)
-        if section is not None:
+        if section is not None and section.get("max_trials", "auto") != "auto":
             psc = PSConfig.from_section(section, "grid", f"baselines.{method}")
             section["max_trials"] = fitting_max_trials(psc, eps, delta)
 

@@ -233,11 +233,13 @@ class DatasetStatement:
         probability p = P[K > max_trials], independently of the data; all of them together differ with
         probability at most Σp, so the composed (ε, δ) of the uncapped searches becomes
         (ε, δ + (1 + e^ε)·Σp) by the same TV coupling each release uses alone, at the composed ε, not at
-        each release's own (a sum of the releases' own δ_cap would undercount it). Capped at 1."""
+        each release's own (a sum of the releases' own δ_cap would undercount it). Capped at 1, and
+        computed in logarithms (e^ε overflows past ε = 709; clamping it there would undercount)."""
         total = Ledger.from_dict({"entries": self.entries()}).total(self.delta)
         eps = float(total["eps"])
         p_exceed = sum(r.p_exceed for r in self.releases)
-        truncation = (1.0 + math.exp(min(eps, 700.0))) * p_exceed if p_exceed else 0.0
+        # log((1 + e^ε)·Σp) = ε + log1p(e^{-ε}) + log Σp
+        truncation = math.exp(min(0.0, eps + math.log1p(math.exp(-eps)) + math.log(p_exceed))) if p_exceed else 0.0
         return {"eps": eps, "delta": min(1.0, self.delta + truncation), "truncation_delta": truncation,
                 "accountant": total["accountant"], "composition": total["composition"]}
 
@@ -546,7 +548,7 @@ def statement_markdown(statement: dict) -> str:
             f"- **All {len(d['releases'])} DP releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
             f"({c['accountant']}; a shared search counted once"
             + (f"; δ includes (1 + e^ε)·P[some capped K exceeded its cap] = {c['truncation_delta']:.3g}"
-               + (", which a larger max_trials makes negligible" if c["truncation_delta"] > 0.01 * c["delta"] else "")
+               + (", which `max_trials: auto` makes negligible" if cap_dominates(c) else "")
                if c.get("truncation_delta") else "")
             + "".join(f"; with the {s['what']} on it, ({_eps(s['eps'])}, {float(s['delta']):.3g})-DP alone, which "
                       "every release built on its extractor post-processes"
@@ -564,6 +566,13 @@ def statement_markdown(statement: dict) -> str:
             lines += [f"- `{r['file']}` ({r['method']}{_rule_of(r)}): ε = ∞" for r in d["nonprivate"]]
         lines.append("")
     return "\n".join(lines)
+
+
+def cap_dominates(composed: dict) -> bool:
+    """Whether a composed statement's δ is mostly the truncation term of its capped trial counts (more than
+    1 % on top of the releases' own δ): caps sized for one release, not for the bundle's ε."""
+    t = float(composed.get("truncation_delta") or 0.0)
+    return t > 0.01 * (float(composed["delta"]) - t)
 
 
 def _rule_of(entry: dict) -> str:

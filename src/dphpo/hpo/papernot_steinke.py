@@ -21,6 +21,14 @@ M' is therefore (ε, δ' + δ_cap)-DP with δ_cap = (1 + e^ε) p. We set δ_cap 
 refused: raise max_trials), and calibrate the RDP part at δ' = δ − δ_cap. `CappedTrialsLedger`
 reports exactly that: ε converted at δ − δ_cap, total δ = δ. The same argument covers a capped P&S
 tuning composed with further releases (Koskela–Kulkarni), since the coupling is on the whole run.
+
+A bundle pays the cap at its own ε. Publishing n capped releases together differs from the uncapped
+ones with probability at most Σp, so the bundle's composed (ε_b, δ_b) gains (1 + e^{ε_b})·Σp
+(`dphpo.release.DatasetStatement.composed`). A cap sized for one release at its target (P[K > 200] =
+6e-36 for E[K] = 3) leaves a bundle of ε_b > 80 with δ = 1. `max_trials: auto` (the default) therefore
+caps where P[K > cap] ≤ AUTO_CAP_TAIL = 1e-250: a bundle of up to 10^6 capped releases then pays under
+1e-10 of δ for any ε_b ≤ 530, and the cap still bounds the compute of a run (geometric E[K] = 3: 1,420
+trials; E[K] = 10: 5,460), which a draw reaches with probability 1e-250.
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ _TAIL_TOL = 1e-300
 #: The largest Poisson mean whose pmf is summed by the recursion p_k = p_{k-1}·λ/k from e^{-λ}: up to it
 #: e^{-λ} is a normal float (e^{-700} ≈ 1e-304; doubles stay normal down to 2.2e-308), so no term loses bits.
 _POISSON_RECURSION_MAX = 700.0
+#: `max_trials: auto` caps K where P[K > cap] ≤ this (module docstring: a bundle pays the cap at its ε).
+AUTO_CAP_TAIL = 1e-250
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,17 @@ class TrialCountDistribution:
                 raise ValueError("tail sum did not converge")
         return total  # a distribution with finitely many values (E[K] = 1)
 
+    def auto_cap(self) -> int:
+        """The smallest m with P[K > m] ≤ AUTO_CAP_TAIL (`max_trials: auto`), by bisection on the
+        nonincreasing tail."""
+        lo, hi = 0, max(2, math.ceil(self.mean_trials))  # P[K > lo] > AUTO_CAP_TAIL ≥ P[K > hi] once found
+        while self.tail(hi) > AUTO_CAP_TAIL:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.tail(mid) > AUTO_CAP_TAIL else (lo, mid)
+        return max(hi, 1)
+
     def sample(self, rng: np.random.Generator, cap: int) -> tuple[int, bool]:
         """(min(K, cap), whether K exceeded cap) for one exact draw of K by the inverse CDF."""
         u = rng.random()
@@ -144,12 +165,14 @@ class TrialCountDistribution:
 @dataclass(frozen=True)
 class PSConfig:
     k_dist: TrialCountDistribution = TrialCountDistribution()
-    max_trials: int = 200
+    max_trials: int | None = None  # None (`auto`): k_dist.auto_cap()
     poisson_delta: str = "gdp"
     truncation_delta_fraction: float = 0.01
     sampling: str = "grid"
 
     def __post_init__(self) -> None:
+        if self.max_trials is None:
+            object.__setattr__(self, "max_trials", self.k_dist.auto_cap())
         if self.max_trials < 1:
             raise ConfigError(f"max_trials: must be >= 1, got {self.max_trials}")
         if not 0.0 < self.truncation_delta_fraction < 1.0:
@@ -166,7 +189,7 @@ class PSConfig:
                     mean_trials=float(section.get("mean_trials", 3.0)),
                     eta=None if section.get("eta") is None else float(section["eta"]),
                 ),
-                max_trials=int(section.get("max_trials", 200)),
+                max_trials=None if section.get("max_trials", "auto") == "auto" else int(section["max_trials"]),
                 poisson_delta=section.get("poisson_delta", "gdp"),
                 truncation_delta_fraction=float(section.get("truncation_delta_fraction", 0.01)),
                 sampling=sampling,
@@ -197,7 +220,8 @@ def truncation_delta(psc: PSConfig, target_eps: float, delta: float, where: str)
         raise InfeasibleBudgetError(
             f"infeasible {where} plan at target eps={target_eps:g}: capping K at max_trials={psc.max_trials} "
             f"(P[K > max_trials] = {p_tail:.3g}) costs delta_cap = (1 + e^eps)·P = {delta_cap:.3g}, more than "
-            f"truncation_delta_fraction={psc.truncation_delta_fraction:g} of delta={delta:g}; raise baselines.{where}.max_trials."
+            f"truncation_delta_fraction={psc.truncation_delta_fraction:g} of delta={delta:g}; raise baselines.{where}.max_trials "
+            "(or set it to auto)."
         )
     return {
         "max_trials": psc.max_trials,
