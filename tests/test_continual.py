@@ -15,7 +15,7 @@ from dphpo.features import pretrain as pt
 from dphpo.features.checkpoint import load_checkpoint, network_from_checkpoint
 from dphpo.features.continual import PrivateStageConfig, check_study_overlap
 from dphpo.features.extractors import upstream_privacy
-from dphpo.provenance import sha256_file
+from dphpo.io import file_sha256
 from dphpo.train.dpsgd import train_dpsgd
 from dphpo.train.noise import secret_generator
 
@@ -98,7 +98,7 @@ def test_a_cache_built_as_the_workflow_builds_it_loads_for_training(continual_ch
     out = tmp_path / "mnist" / "cont.h5"
     attrs = build_feature_cache("mnist", "cont", config, out, device="cpu", progress=False, checkpoint=path)
     assert attrs["extractor_spec"] == {"kind": "pretrained_public", "pretrain": "cont"}
-    assert attrs["checkpoint_sha256"] == sha256_file(path)  # which file it was: by content, not by path
+    assert attrs["checkpoint_sha256"] == file_sha256(path)  # which file it was: by content, not by path
     assert load_feature_cache(out, expect=expected_attrs("mnist", "cont", config)).x_train.shape[1] == attrs["feature_dim"]
 
 

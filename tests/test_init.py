@@ -283,6 +283,21 @@ def test_init_names_a_dataset_in_ascii_and_says_why_a_name_is_refused(tmp_path, 
     assert "--name: 'données' must be ASCII letters, digits and _" in capsys.readouterr().err
 
 
+def test_add_refuses_a_file_the_config_already_studies_under_another_name(tmp_path, capsys):
+    """Stop 57's audit: `init --add` of the same file under a second name ran the same study twice on the same
+    records; it is refused, naming the dataset that already reads it, and the config is left as it was."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "f.npz", train_x=rng.normal(size=(600, 4)).astype(np.float32), train_y=np.arange(600) % 2,
+             test_x=rng.normal(size=(50, 4)).astype(np.float32), test_y=np.arange(50) % 2)
+    out = tmp_path / "s.yaml"
+    assert dphpo(["init", "--features", str(tmp_path / "f.npz"), "--out", str(out), "--public-n-train", "600"]) == 0
+    before = out.read_text()
+    capsys.readouterr()
+    assert dphpo(["init", "--features", str(tmp_path / "f.npz"), "--name", "again", "--out", str(out), "--add",
+                  "--public-n-train", "600"]) == 2
+    assert "datasets.f: the config already studies" in capsys.readouterr().err and out.read_text() == before
+
+
 def test_add_lowers_a_delta_the_new_data_makes_meaningless_and_names_one_it_keeps(tmp_path, capsys):
     """delta = 1e-5 suits 600 records; a dataset of 150,000 added to the config makes it at least 1/N,
     which the workflow refuses: --add lowers it (and raises a user's explicit trial cap for it; `auto` is

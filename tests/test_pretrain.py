@@ -19,7 +19,7 @@ from dphpo.features import pretrain as pt
 from dphpo.features.checkpoint import CHECKPOINT_FORMAT, network_from_checkpoint, save_checkpoint
 from dphpo.features.networks import ARCHS, build_network
 from dphpo.features.tensors import images_to_tensor, state_dict_sha256
-from dphpo.provenance import sha256_file
+from dphpo.io import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "tests" / "configs" / "tiny.yaml"
@@ -83,7 +83,7 @@ def test_tiny_pretraining_writes_a_checkpoint_with_provenance(tiny_checkpoint):
     assert ckpt["input"]["resolution"] == 32 and len(ckpt["input"]["mean"]) == 3
     # the JSON summary: everything but the weights, plus the file's sha256
     js = json.loads(path.with_suffix(".json").read_text())
-    assert js["checkpoint_sha256"] == sha256_file(path) == summary["checkpoint_sha256"]
+    assert js["checkpoint_sha256"] == file_sha256(path) == summary["checkpoint_sha256"]
     assert "state_dict" not in js and js["public_dataset"]["checksum"] == public["checksum"]
 
 
@@ -125,7 +125,7 @@ def test_extractor_loads_the_checkpoint_and_normalizes_like_pretraining(tiny_che
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     attrs = ext.attrs()
     assert attrs["extractor_kind"] == "pretrained_public" and attrs["feature_dim"] == 128
-    assert attrs["checkpoint_sha256"] == sha256_file(path)
+    assert attrs["checkpoint_sha256"] == file_sha256(path)
     assert attrs["resolution"] == 32 and attrs["normalization"]["mean"] == ckpt["input"]["mean"]
     assert attrs["public_dataset"] == "synthetic_shapes"
     assert attrs["public_dataset_checksum"] == ckpt["public_dataset"]["checksum"]
@@ -155,7 +155,7 @@ def test_feature_cache_of_a_private_dataset_records_the_checkpoint(tiny_checkpoi
     attrs = build_feature_cache("digits", "syn", config, tmp_path / "digits" / "syn.h5", device="cpu",
                                 progress=False)
     assert attrs["feature_dim"] == 128 and abs(attrs["n_train"] - 60) < 25  # a per-record subset: about 60
-    assert attrs["checkpoint_sha256"] == sha256_file(path)
+    assert attrs["checkpoint_sha256"] == file_sha256(path)
     assert attrs["public_dataset"] == "synthetic_shapes"
 
 

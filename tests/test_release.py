@@ -281,6 +281,31 @@ def test_verify_release_checks_the_whole_statement_and_every_model(bundle, tmp_p
                                    "which accounts for one"]
 
 
+def test_verify_fails_a_model_swapped_for_another_releases(tree, bundle, tmp_path):
+    """Stop 57's audit: one release's model.npz replaced by another's (both real models) and the MANIFEST
+    rebuilt passed `verify --release`: no record named its model. Each record now seals `model_sha256`; the
+    bundle and the results tree both fail the swap, naming the file."""
+    from dphpo.io import file_sha256
+    from dphpo.verify import verify_tree
+
+    for path in bundle.rglob("result.json"):
+        assert read_json(path)["model_sha256"] == file_sha256(path.with_name("model.npz"))
+    copy = tmp_path / "b"
+    shutil.copytree(bundle, copy)
+    first, second = sorted(copy.rglob("model.npz"))[:2]
+    shutil.copyfile(second, first)
+    write_manifest(copy)
+    set_bundle_times(copy)
+    rel = first.relative_to(copy).as_posix()
+    want = f"{rel.replace('model.npz', 'result.json')}: model.npz is not the model this release trained"
+    assert any(p.startswith(want) for p in verify_bundle(copy)), verify_bundle(copy)
+    trees = tmp_path / "t"
+    shutil.copytree(tree, trees)
+    shutil.copyfile(trees / second.relative_to(copy), trees / first.relative_to(copy))
+    checks, _ = verify_tree(trees)
+    assert [c.file for c in checks if any("replaced" in p for p in c.problems)] == [rel.replace("model.npz", "result.json")]
+
+
 def test_verify_release_fails_a_statement_that_drops_recorded_labels_or_states_no_number(bundle, tmp_path):
     """Audit: table_labels emptied in privacy.json, tables rebuilt from it and re-manifested, passed with the
     labels of settings chosen on private data gone; a composed eps of null ended in a traceback."""
@@ -565,6 +590,38 @@ def test_a_bundles_truncation_delta_is_paid_at_the_composed_eps():
     assert c["truncation_delta"] == pytest.approx((1 + math.exp(eps)) * 3e-12)
     assert c["delta"] == pytest.approx(1e-5 + (1 + math.exp(eps)) * 3e-12)
     assert c["truncation_delta"] > 3 * (1 + math.e) * 1e-12  # more than the releases' own δ_cap summed
+
+
+def test_the_same_records_under_two_dataset_names_compose_into_one_statement():
+    """Stop 57's audit: one file configured as two datasets (or added twice by `dphpo init --add`) got two
+    statements, each stating half of what publishing both costs its people. Releases carrying one keyed data
+    checksum compose under the first name, which names the others; other data stays apart, and a DP
+    pre-training stage on the same records under a third name composes there too."""
+    from dphpo.privacy.ledger import Ledger, LedgerEntry
+    from dphpo.release import statement_markdown, statements
+
+    a = _release("runs/mnist/raw/linear_scaling/default/seed0/eps1/result.json", "mnist", 0.5, {"extractor": "raw", "dataset_checksum_mac": "m1"})
+    b = _release("runs/mnist_copy/raw/linear_scaling/default/seed0/eps1/result.json", "mnist_copy", 0.5,
+                 {"extractor": "raw", "dataset_checksum_mac": "m1"})
+    other = _release("runs/digits/raw/linear_scaling/default/seed0/eps1/result.json", "digits", 0.5,
+                     {"extractor": "raw", "dataset_checksum_mac": "d1"})
+    (d, m) = statements([a, b, other], include_nonprivate=False)
+    assert (d.dataset, m.dataset, m.same_data, d.same_data) == ("digits", "mnist", ["mnist_copy"], [])
+    both = Ledger([LedgerEntry(what="r", mu=0.5 * 2**0.5)]).total(1e-5)["eps"]
+    assert m.composed()["eps"] == pytest.approx(both) and d.composed()["eps"] < both - 0.1
+    text = statement_markdown({"datasets": [m.to_dict(), d.to_dict()]})
+    assert "released under the name(s) mnist_copy" in text and m.to_dict()["same_data_as"] == ["mnist_copy"]
+    assert "same_data_as" not in d.to_dict()
+
+    stage_entries = Ledger([LedgerEntry(what="DP continual pre-training", mu=0.5)]).to_dict(1e-5)["entries"]
+    stage = {"what": "DP continual pre-training of the extractor (Bu et al.)", "pretraining": "dp", "weights_sha256": "a" * 64,
+             "dataset": "zz_mnist_again", "dataset_checksum_mac": "m1", "eps": 2.0, "delta": 1e-5, "entries": stage_entries}
+    on_stage = _release("runs/digits/dp/linear_scaling/default/seed0/eps1/result.json", "digits", 0.5,
+                        {"extractor": "dp", "dataset_checksum_mac": "d1", "upstream_privacy": stage})
+    (d, m) = statements([a, b, on_stage], include_nonprivate=False)
+    assert m.same_data == ["mnist_copy", "zz_mnist_again"] and m.stages == [stage] and d.stages == []
+    three = Ledger([LedgerEntry(what="r", mu=(0.5**2 * 3) ** 0.5)]).total(1e-5)["eps"]
+    assert m.composed()["eps"] == pytest.approx(three)
 
 
 @pytest.mark.parametrize(("mu", "p_exceed", "dominated"), [(10.0, (2 / 3) ** 200, True), (10.0, None, False), (45.0, 1e-320, True)])

@@ -190,6 +190,11 @@ def add_dataset(config: dict, found: Inspection, section: dict, embedded: dict, 
     named where it is above what `dphpo init` picks for a new config of that size."""
     if found.name in (config.get("datasets") or {}) or any(s["dataset"] == found.name for s in config.get("studies") or []):
         raise ConfigError(f"datasets.{found.name}: the config already has a dataset of that name; pick another --name")
+    for name, theirs in (config.get("datasets") or {}).items():
+        if isinstance(theirs, dict) and isinstance(theirs.get("path"), str) and Path(theirs["path"]).resolve() == Path(section["path"]).resolve():
+            raise ConfigError(f"datasets.{name}: the config already studies {section['path']} under that name; a second name "
+                              "would rerun the same study on the same records (their releases compose into one statement, "
+                              "by their keyed checksum, and cost those people twice)")
     new = new_config(found, section, embedded)
     out = copy.deepcopy(config)
     out.setdefault("datasets", {}).update(new["datasets"])

@@ -78,14 +78,6 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def provenance(config: Any = None, **extra: Any) -> dict[str, Any]:
     """The provenance block of a result file."""
     block: dict[str, Any] = {"package_versions": package_versions()}

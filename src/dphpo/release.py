@@ -53,7 +53,16 @@ from dphpo.privacy.ledger import Ledger
 from dphpo.report import comparison, linear_scaling
 from dphpo.studies.config import check_identity, table_labels
 from dphpo.studies.validate import load_config
-from dphpo.verify import MISSING, check_record, claim_problems, missing_releases, recompute, verify_tree
+from dphpo.verify import (
+    MISSING,
+    MODEL_FILES,
+    check_record,
+    claim_problems,
+    missing_releases,
+    model_problems,
+    recompute,
+    verify_tree,
+)
 
 STATEMENT = "PRIVACY.md"
 STATEMENT_JSON = "privacy.json"
@@ -61,7 +70,6 @@ MANIFEST = "MANIFEST"
 REPORT = "report.html"
 #: What a bundle may hold (besides the three files above): releases and models, tables, figures.
 RELEASE_NAMES = ("result.json",)
-MODEL_NAMES = ("model.npz", "model.pt")
 TABLE_SUFFIXES = {f".{ext}" for ext in layout.TABLE_FORMATS}
 #: A release's own tables, rebuilt from the bundle's records.
 BUNDLE_TABLES = ("linear_scaling", "hpo_comparison")
@@ -117,6 +125,12 @@ class Release:
         return str(folder)
 
     @property
+    def data_mac(self) -> str | None:
+        """The keyed checksum of the private data the release was trained on (its `dataset_checksum_mac`, not
+        an upstream stage's), or None: two dataset names over the same records carry the same one."""
+        return _data_mac(self.provenance)
+
+    @property
     def upstream(self) -> dict | None:
         """The DP continual pre-training of the release's extractor (its dataset, (ε, δ) and ledger entries)."""
         return (self.provenance.get("feature_cache") or {}).get("upstream_privacy") or None
@@ -169,6 +183,33 @@ def _search_entry(entry: dict) -> bool:
     return what.startswith("stage ") or what == NULL_RELEASE
 
 
+def _data_mac(block: Any) -> str | None:
+    """The first `dataset_checksum_mac` in a provenance block outside an upstream stage's record."""
+    if not isinstance(block, dict):
+        return None
+    if isinstance(block.get("dataset_checksum_mac"), str):
+        return block["dataset_checksum_mac"]
+    return next((mac for key, value in block.items() if key != "upstream_privacy" and (mac := _data_mac(value))), None)
+
+
+def same_data_names(releases: list[Release]) -> dict[str, str]:
+    """Each dataset name → the name its statement goes under: the first, sorted, of the names whose releases
+    (or DP pre-training stages) carry one keyed data checksum. The same records under two dataset names
+    (a config that names one file twice, `dphpo init --add` of a file again) are one set of people: their
+    releases compose into one statement, not two that each look cheaper."""
+    groups: list[set[str]] = []
+    by_mac: dict[str, set[str]] = {}
+    for r in releases:
+        pairs = [(r.dataset, r.data_mac)] + ([(str(r.upstream["dataset"]), r.upstream.get("dataset_checksum_mac"))] if r.upstream else [])
+        for name, mac in pairs:
+            if mac:
+                by_mac.setdefault(mac, set()).add(name)
+    for names in by_mac.values():  # groups sharing a name merge (a name whose data changed carries two MACs)
+        touching = [g for g in groups if g & names]
+        groups = [g for g in groups if not g & names] + [set(names).union(*touching)]
+    return {name: min(g) for g in groups for name in g}
+
+
 def _data_source(block: Any) -> dict | None:
     """The first `data` block naming a `corpus` anywhere in a language trainer's provenance block."""
     if isinstance(block, dict):
@@ -197,6 +238,8 @@ class DatasetStatement:
     stages: list[dict] = field(default_factory=list)
     # releases about other datasets whose extractor the workflow pretrained on this one without noise
     public_uses: list[Release] = field(default_factory=list)
+    # other names of the same records (`same_data_names`), whose releases are in this statement
+    same_data: list[str] = field(default_factory=list)
 
     def entries(self) -> list[dict]:
         """Every ledger entry of the dataset's DP releases, a search's shared stages once (releases of one
@@ -294,6 +337,7 @@ class DatasetStatement:
         composed = self.composed()
         return {
             "dataset": self.dataset,
+            **({"same_data_as": self.same_data} if self.same_data else {}),
             "unit": "one record of its training split",
             "adjacency": self.adjacency(),
             "public": self.public_parts(),
@@ -330,7 +374,7 @@ def find_releases(root: str | Path) -> list[Release]:
             raise OutputFileError(f"{path}: a release record states its method, (total_eps, total_delta) and its ledger "
                                   f"(privacy); this one lacks {', '.join(lacking)}: not written by dphpo, or edited")
         check_identity(rel, record)  # and one moved into another run's folder
-        model = next((path.with_name(m) for m in MODEL_NAMES if path.with_name(m).is_file()), None)
+        model = next((path.with_name(m) for m in MODEL_FILES if path.with_name(m).is_file()), None)
         out.append(Release(rel, record, model.relative_to(root).as_posix() if model else None))
     return out
 
@@ -339,9 +383,14 @@ def statements(releases: list[Release], include_nonprivate: bool) -> list[Datase
     """One statement per private dataset the releases are about, or that an extractor of theirs was
     pretrained on with DP (its stage composes into that dataset's statement, once) or, where the dataset is
     private here, without noise (publishing those releases costs that dataset ε = ∞)."""
+    names = same_data_names(releases)
+
+    def home(name: Any) -> str:
+        return names.get(str(name), str(name))
+
     by_dataset: dict[str, DatasetStatement] = {}
     for r in releases:
-        st = by_dataset.setdefault(r.dataset, DatasetStatement(r.dataset))
+        st = by_dataset.setdefault(home(r.dataset), DatasetStatement(home(r.dataset)))
         if r.dp:
             st.releases.append(r)
         elif include_nonprivate:
@@ -349,17 +398,19 @@ def statements(releases: list[Release], include_nonprivate: bool) -> list[Datase
     published = [r for r in releases if r.dp or include_nonprivate]
     for r in published:
         if r.upstream:
-            st = by_dataset.setdefault(str(r.upstream["dataset"]), DatasetStatement(str(r.upstream["dataset"])))
+            st = by_dataset.setdefault(home(r.upstream["dataset"]), DatasetStatement(home(r.upstream["dataset"])))
             if r.upstream not in st.stages:
                 st.stages.append(r.upstream)
     for r in published:
-        st = by_dataset.get(str(r.pretraining_data))
-        if st is not None and r.pretraining_data != r.dataset and (st.releases or st.references or st.stages):
+        st = by_dataset.get(home(r.pretraining_data))
+        if st is not None and r.pretraining_data and home(r.pretraining_data) != home(r.dataset) and (st.releases or st.references or st.stages):
             st.public_uses.append(r)
         for corpus in r.pretraining_corpora:  # a language model pretrained on a private corpus's records
-            st = by_dataset.get(str(corpus.get("name")))
+            st = by_dataset.get(home(corpus.get("name")))
             if st is not None and r not in st.public_uses and any(q.trained_on(corpus) for q in st.releases + st.references):
                 st.public_uses.append(r)
+    for name, st in by_dataset.items():
+        st.same_data = sorted(n for n, h in names.items() if h == name and n != name)
     return [st for _, st in sorted(by_dataset.items()) if st.releases or st.references or st.stages]
 
 
@@ -381,7 +432,8 @@ def plain_summary(results_dir: str | Path) -> list[str]:
         sizes = sorted({(r.provenance.get("feature_cache") or {}).get("public_n_train") for r in st.releases} - {None})
         records = f"one of its {', '.join(f'{n:,}' for n in sizes)} training records" if sizes else "one training record"
         lines.append(
-            f"{st.dataset}: each released model is ({' / '.join(_eps(t) for t in targets)}, {st.delta:.3g})-DP at its target "
+            f"{st.dataset}" + (f" (the same records as {', '.join(st.same_data)})" if st.same_data else "")
+            + f": each released model is ({' / '.join(_eps(t) for t in targets)}, {st.delta:.3g})-DP at its target "
             f"ε, its search included, with respect to {records} ({st.adjacency()}); all {len(st.releases)} DP releases "
             f"about it under {root} together" + (" with the DP continual pre-training on it" if st.stages else "")
             + f": ({_eps(c['eps'])}, {c['delta']:.3g})-DP"
@@ -543,6 +595,8 @@ def statement_markdown(statement: dict) -> str:
         lines += [
             f"## {d['dataset']}",
             "",
+            *([f"The same records are released under the name(s) {', '.join(d['same_data_as'])} (their keyed data "
+               "checksum is this dataset's): their releases are stated and composed here.", ""] if d.get("same_data_as") else []),
             f"- **Privacy unit:** {d['unit']}.",
             f"- **Adjacency:** {d['adjacency']} (neighbouring datasets differ in that one record).",
             f"- **All {len(d['releases'])} DP releases together:** ({_eps(c['eps'])}, {c['delta']:.3g})-DP "
@@ -651,7 +705,7 @@ def allowed(rel: str) -> str | None:
     name = parts[-1]
     if len(parts) == 1 and name in (STATEMENT, STATEMENT_JSON, MANIFEST, REPORT):
         return None
-    if parts[0] in ("runs", "language") and (name in RELEASE_NAMES or name in MODEL_NAMES):
+    if parts[0] in ("runs", "language") and (name in RELEASE_NAMES or name in MODEL_FILES):
         return None
     if parts[0] == "tables" and len(parts) == 2 and PurePosixPath(name).suffix in TABLE_SUFFIXES:
         return None
@@ -701,7 +755,8 @@ def _record_problems(bundle: Path, releases: list[Release], statement: dict, con
     """Each release's own check (`check_record`); with the study's `config`, `verify_tree`'s, which also checks
     its config hash, and the releases the config's study implies that the bundle lacks."""
     if config is None:
-        return [f"{r.rel}: {p}" for r in releases for p in check_record(r.record, r.rel).problems]
+        return [f"{r.rel}: {p}" for r in releases
+                for p in check_record(r.record, r.rel).problems + model_problems(bundle / r.rel, r.record)]
     checks, _ = verify_tree(bundle, None, config)
     problems = [f"{c.file}: {p}" for c in checks if c.problems != [MISSING] for p in c.problems]
     return problems + [f"{rel}: {MISSING}, the bundle lacks it (build it from the complete results tree)"
@@ -758,7 +813,7 @@ def _verify_statement(bundle: Path, config_paths: list[str] | None) -> list[str]
             problems.append(f"{r.rel}: a non-private release (ε = ∞) in a bundle built without --include-nonprivate")
     beside = {PurePosixPath(r.rel).parent for r in releases}
     models: dict[PurePosixPath, list[str]] = {}
-    for model in sorted(p for name in MODEL_NAMES for p in bundle.rglob(name)):
+    for model in sorted(p for name in MODEL_FILES for p in bundle.rglob(name)):
         rel = model.relative_to(bundle).as_posix()
         models.setdefault(PurePosixPath(rel).parent, []).append(rel)
         if PurePosixPath(rel).parent not in beside:  # a model is published with the release that accounts for it

@@ -16,6 +16,8 @@ every release (`runs/**/result.json`, `language/**/results.json`) it checks
 - that the release holds no field its guarantee does not cover (exact training statistics, private
   counts, plain checksums of private data, the secret number of Papernot–Steinke/Koskela trials and
   the selected trial's index: `dphpo.hpo.common.INTERNAL_KEYS`);
+- that the model beside a release is the one it trained: its sha256 is the record's `model_sha256` (a
+  record written before dphpo sealed it has none);
 - with `--configfile`, that each vision release's config hash is the one that config asks for.
 
 It prints one table (file, method, claimed ε, recomputed ε, status) and a summary; the exit status is
@@ -38,7 +40,7 @@ from scipy.stats import norm
 from dphpo import layout
 from dphpo.hpo.common import INTERNAL_KEYS, TRIAL_COUNT_KEYS
 from dphpo.hpo.selection import accounted
-from dphpo.io import SEAL_KEY, seal
+from dphpo.io import SEAL_KEY, file_sha256, seal
 from dphpo.privacy.events import Event, Gaussian, PoissonSampledGaussian, RdpCurve
 from dphpo.privacy.ledger import LedgerEntry
 from dphpo.provenance import config_hash
@@ -312,6 +314,23 @@ def check_record(record: dict, file: str, expected_hash: str | None = None) -> C
     return check
 
 
+#: The released model's file beside its result.json: vision (linear head) and language.
+MODEL_FILES = ("model.npz", "model.pt")
+
+
+def model_problems(result_path: Path, record: dict) -> list[str]:
+    """Whether the model beside a release is the one it records (`model_sha256`, sealed with the record)."""
+    want = record.get("model_sha256")
+    if want is None:
+        return []
+    model = next((result_path.with_name(m) for m in MODEL_FILES if result_path.with_name(m).is_file()), None)
+    if model is None:
+        return [f"its model ({' or '.join(MODEL_FILES)}) is missing"]
+    if file_sha256(model) != want:
+        return [f"{model.name} is not the model this release trained (its sha256 is not the record's model_sha256): replaced"]
+    return []
+
+
 def expected_hashes(config: dict) -> dict[str, str]:
     """{variant: config hash} a validated config asks for."""
     return {v: config_hash(study_config.variant_config(copy.deepcopy(config), v)) for v in [study_config.DEFAULT_VARIANT, *config.get("variants", {})]}
@@ -342,6 +361,7 @@ def verify_tree(root: str | Path, config_paths: Sequence[str | Path] | None = No
             check = check_record(record, rel if len(records) == 1 else f"{rel}[{i}]", expect)
             if len(records) == 1:  # a record moved into another run's folder (two targets swapped, say)
                 check.problems += [f"not the record its path names: {p}" for p in study_config.identity_problems(rel, record)]
+                check.problems += model_problems(path, record)
             if hashes is not None and vision and variant not in hashes:
                 check.problems.append(f"variant {variant!r} is not in the given config")
             check.problems[:0] = problems

@@ -11,8 +11,7 @@ import torch
 from dphpo import layout
 from dphpo.errors import ConfigError
 from dphpo.features.networks import FeatureNet, build_network
-from dphpo.io import atomic_open, write_json
-from dphpo.provenance import sha256_file
+from dphpo.io import atomic_open, file_sha256, write_json
 
 CHECKPOINT_FORMAT = "dphpo.pretrained/1"
 
@@ -30,7 +29,7 @@ def save_checkpoint(checkpoint: dict, path: str | Path, summary_path: str | Path
     path = Path(path)
     with atomic_open(path) as fh:
         torch.save(checkpoint, fh)
-    digest = sha256_file(path)
+    digest = file_sha256(path)
     if summary_path is not None:
         summary = {k: v for k, v in checkpoint.items() if k != "state_dict"}
         summary["checkpoint_file"] = path.name

@@ -42,7 +42,7 @@ from dphpo.features.tensors import (
     progress_bar,
     state_dict_sha256,
 )
-from dphpo.provenance import sha256_file
+from dphpo.io import file_sha256
 
 DEFAULT_IMAGE_BATCH = 256
 DEFAULT_TEXT_BATCH = 64
@@ -330,7 +330,7 @@ class EfficientNetLite0Packaged(TorchImageExtractor):
             model=f"tf_efficientnet_lite0 (ImageNet-1k weights from {LITE0_PACKAGE}=={package_version(LITE0_PACKAGE)}, "
                   f"file {path.name})",
             timm_model="tf_efficientnet_lite0",
-            weights_file_sha256=sha256_file(path),
+            weights_file_sha256=file_sha256(path),
         )
         return a
 
@@ -395,7 +395,7 @@ class TimmExtractor(TorchImageExtractor):
         )
         if self.checkpoint:
             a["checkpoint_file"] = Path(self.checkpoint).name
-            a["weights_file_sha256"] = sha256_file(Path(self.checkpoint).expanduser())
+            a["weights_file_sha256"] = file_sha256(Path(self.checkpoint).expanduser())
         return a
 
 
@@ -484,7 +484,7 @@ class MiniLMExtractor(Extractor):
         )
         weights = minilm_packaged_folder()
         if weights is not None and (weights / "model.safetensors").is_file() and not self.spec.get("path"):
-            a["weights_file_sha256"] = sha256_file(weights / "model.safetensors")
+            a["weights_file_sha256"] = file_sha256(weights / "model.safetensors")
         return a
 
 
@@ -527,7 +527,7 @@ class PretrainedPublicExtractor(TorchImageExtractor):
     @property
     def checkpoint_sha256(self) -> str:
         if self._checkpoint_sha256 is None:
-            self._checkpoint_sha256 = sha256_file(self.checkpoint)
+            self._checkpoint_sha256 = file_sha256(self.checkpoint)
         return self._checkpoint_sha256
 
     def attrs(self) -> dict[str, Any]:

