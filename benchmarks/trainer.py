@@ -9,7 +9,8 @@ Measured side by side in one run on the same synthetic features (N×d fp32, K cl
   * fp32 GEMM throughput of the two products the trainer does per step at H = 64, and the fraction of
     it the trainer reaches;
   * where the noise goes (`--noise`): the trainer with its private draws made one step ahead on worker
-    threads (the default, `dphpo.train.noise`), made in line, and with σ = 0 (nothing drawn): the ahead
+    threads (the default, `dphpo.train.noise`), made in line, drawn on the device by Philox
+    (`philox`: `training.noise_generator: philox`, `dphpo.train.philox`), and with σ = 0 (nothing drawn): a
     column equal to the σ = 0 one means the noise is off the critical path.
 
 `--device cuda` runs it all on a GPU (features, weights, GEMMs; the noise is still drawn on CPU
@@ -57,16 +58,17 @@ def timings(fn, repeats: int) -> tuple[float, float]:
 
 def batched_times(x, y, k, h, steps, repeats, noise: str = "ahead") -> tuple[float, float]:
     """(median, best) seconds per call of the trainer on H trials of `steps` steps each (ρ = 0.9), the noise
-    drawn one step ahead (`ahead`), in line (`inline`), or not at all (`off`: σ = 0)."""
+    drawn one step ahead (`ahead`), in line (`inline`), by Philox on the features' device (`philox`), or not
+    at all (`off`: σ = 0)."""
     sigma = 0.0 if noise == "off" else 1.0
     # distinct η: the trainer trains noiseless trials of one η as one run (dpgd.shared_runs), which would
     # time one trial and credit H
     etas = [0.1 * (1 + 1e-3 * j) for j in range(h)]
     trials = TrialBatch(etas, [steps] * h, [sigma] * h, list(range(h)))
     warm = TrialBatch(etas, [1] * h, [sigma] * h, list(range(h)))
-    ahead = noise != "inline"
-    train_linear_dpgd(x, y, k, n_public=len(y), trials=warm, noise_ahead=ahead)  # warm-up: allocator, BLAS threads
-    return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials, noise_ahead=ahead), repeats)
+    options = {"noise_ahead": noise != "inline", "noise_generator": "philox" if noise == "philox" else "mt"}
+    train_linear_dpgd(x, y, k, n_public=len(y), trials=warm, **options)  # warm-up: allocator, BLAS threads
+    return timings(lambda: train_linear_dpgd(x, y, k, n_public=len(y), trials=trials, **options), repeats)
 
 
 def two_pass_times(x, y, k, h, steps, repeats) -> tuple[float, float]:
@@ -147,15 +149,15 @@ def noise_table(x, y, k, hs, args) -> None:
     flops = 4.0 * n * d * k
     print(f"noise off the critical path ({args.steps} steps per call; TFLOP/s = trial-steps/s x 4·N·d·K;"
           " roof: fp32 GEMM of the step's two shapes at the same H, mean of the best rates):")
-    print("| H | ahead (trial-steps/s) | inline | σ = 0 | ahead / σ = 0 | TFLOP/s | roof TFLOP/s | of roof |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| H | ahead (trial-steps/s) | inline | philox | σ = 0 | ahead / σ = 0 | philox / σ = 0 | TFLOP/s (ahead) | roof TFLOP/s | of roof |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for h in hs:
         rates = {mode: h * args.steps / batched_times(x, y, k, h, args.steps, args.repeats, mode)[0] for mode in args.noise}
         roof = statistics.mean(g[1] for g in gemm_rates(x, h * k, args.gemm_repeats).values())
         ahead = rates.get("ahead", float("nan"))
-        cells = [f"{rates.get(m, float('nan')):,.1f}" for m in ("ahead", "inline", "off")]
-        ratio = ahead / rates["off"] if "off" in rates else float("nan")
-        print(f"| {h} | {' | '.join(cells)} | {ratio:.2f} | {ahead * flops / 1e12:.2f} | {roof / 1e12:.2f} | {ahead * flops / roof:.0%} |",
+        cells = [f"{rates.get(m, float('nan')):,.1f}" for m in ("ahead", "inline", "philox", "off")]
+        off = rates.get("off", float("nan"))
+        print(f"| {h} | {' | '.join(cells)} | {ahead / off:.2f} | {rates.get('philox', float('nan')) / off:.2f} | {ahead * flops / 1e12:.2f} | {roof / 1e12:.2f} | {ahead * flops / roof:.0%} |",
               flush=True)
     print()
 
@@ -171,7 +173,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="DP-GD steps per timed trainer call (default 6)")
     ap.add_argument("--repeats", type=int, default=3, help="timed repeats; the median is reported (default 3)")
     ap.add_argument("--trials", default="1,16,64", help="trial batch sizes H (default 1,16,64)")
-    ap.add_argument("--noise", default="ahead,inline,off", help="noise modes compared: ahead, inline, off (σ = 0)")
+    ap.add_argument("--noise", default="ahead,inline,off", help="noise modes compared: ahead, inline, philox, off (σ = 0)")
     ap.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=None,
                     help="also time the two-pass step and opacus (default: on the CPU only)")
     ap.add_argument("--gemm-repeats", type=int, default=20, help="timed GEMM calls per shape; the best is the roof (default 20)")

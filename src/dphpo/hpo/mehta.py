@@ -41,6 +41,7 @@ from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.clipping import clip_factors, row_norms
 from dphpo.train.dpgd import accuracy_counts
 from dphpo.train.noise import secret_generator
+from dphpo.train.philox import NOISE, PhiloxTrials
 from dphpo.train.protocol import PrivateTrainer, require_kind
 
 METHOD = "mehta"
@@ -116,8 +117,12 @@ def run(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool
     for target in targets:
         mu = accountant.full_budget_mu(target)
         sigma = accountant.sigma_for_mu(mu, 1)
-        gen = secret_generator(noise.seed(METHOD, f"{target:.10g}"))
-        gaussian = torch.randn(grad_sum.shape, generator=gen, dtype=torch.float64) * (sigma * clip)
+        seed = noise.seed(METHOD, f"{target:.10g}")
+        if settings.noise_generator == "philox":  # float32 normals, as the trainers on features draw them
+            gaussian = PhiloxTrials([seed], "cpu").normal(1, grad_sum.numel(), 0, NOISE).view(grad_sum.shape).double()
+        else:
+            gaussian = torch.randn(grad_sum.shape, generator=secret_generator(seed), dtype=torch.float64)
+        gaussian = gaussian * (sigma * clip)
         # ÷ the declared public size, never the private count (docs/privacy.md)
         weights = one_step((grad_sum + gaussian) / trainer.n_public, mc.optimizer, mc.eta, mc.adam_eps).to(features.x_train.dtype)
         w = weights.unsqueeze(0)

@@ -125,6 +125,7 @@ class OsoTrainer(LinearHeadTrainer):
             free_step=settings.free_step,
             progress=progress,
             desc=desc,
+            noise_generator=settings.noise_generator,
         )
         extras = []
         for j, nu in enumerate(sigma):
@@ -212,6 +213,10 @@ class CnnConfig:
 
 def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     require_kind(trainer, "linear_head", METHOD_CNN)  # raw-pixel feature caches, read as images
+    if trainer.settings.noise_generator != "mt":
+        raise ConfigError(f"{METHOD_CNN}: training.noise_generator: {trainer.settings.noise_generator} is implemented by the "
+                          "trainers on cached features (DP-GD, OSO-DPSGD's head, Mehta et al.); this CNN draws from CPU "
+                          "Mersenne Twisters: run it with mt")
     accountant, _, _, targets = context(config, trainer)
     features = trainer.features
     if accountant.adjacency != "add_remove":

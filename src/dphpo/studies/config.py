@@ -189,6 +189,8 @@ def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
     settings["test_split"] = test_split(cfg, dataset)
     settings["noise_key"] = key_from_config(cfg).fingerprint()  # the key's path is not hashed
     settings["privacy"] = {k: v for k, v in (settings["privacy"] or {}).items() if k != "noise_key_file"}
+    if (settings["training"] or {}).get("noise_generator") == "mt":  # the default stated: the same hash as unstated
+        settings["training"] = {k: v for k, v in settings["training"].items() if k != "noise_generator"}
     if method == "nonprivate":  # the ceiling searches as far as the rule variants may go, densely
         settings["eta_ceiling_factor"] = ceiling_eta_factor(cfg)
         settings["eta_ceiling_density"] = CEILING_ETA_DENSITY
@@ -200,8 +202,9 @@ def run_settings(cfg: dict, extractor: str, dataset: str, method: str) -> dict:
 
 def device_blind(settings: Any) -> Any:
     """`settings` with every `device` entry at its default, `auto`. Where a job computes is not what it
-    computes: every private draw comes from CPU generators on any device (dphpo.train.noise), so a CPU and a
-    GPU run of one config and key release the same noise and, to float rounding, the same numbers
+    computes: every private draw comes from generators that give the same numbers on any device (CPU Mersenne
+    Twisters, dphpo.train.noise, or Philox, dphpo.train.philox), so a CPU and a GPU run of one config and key
+    release the same noise and, to float rounding, the same numbers
     (benchmarks/gpu_check.py). A device change thus neither reruns a job nor changes its noise labels;
     provenance records the device used (`compute_device`)."""
     if isinstance(settings, dict):

@@ -146,6 +146,10 @@ def check_supported_methods(config: dict) -> None:
         where = f"baselines.{method}.studies" if method in registry.IMAGE_METHODS else "baselines.methods"
         trainer = trainer_kind(vision_study(config, dataset, extractor))
         supported(method, trainer, accountant, f"{where} ({dataset}/{extractor})")
+        generator = (config.get("training") or {}).get("noise_generator", "mt")
+        if method in registry.IMAGE_METHODS and generator != "mt":
+            raise ConfigError(f"{where} ({dataset}/{extractor}): training.noise_generator: {generator} is implemented by the "
+                              f"trainers on cached features; {method} draws from CPU Mersenne Twisters: run it with mt")
 
 
 def check_language_study(config: dict, spec: dict) -> None:

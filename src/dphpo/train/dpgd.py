@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from dphpo.train.clipping import row_norms
 from dphpo.train.noise import DrawAhead, host_buffer, secret_generator, to_device
+from dphpo.train.philox import INIT, MASK, NOISE, PhiloxTrials, check_generator
 
 # Bound on the floats of one tensor: a chunk's logits (rows × H × K) and a group's weights (H × K × d);
 # larger trial batches are split into groups.
@@ -93,6 +94,7 @@ def train_linear_dpgd(
     sample_rate: float | None = None,
     on_step: Callable[[int, np.ndarray, torch.Tensor, torch.Tensor], None] | None = None,
     noise_ahead: bool = True,
+    noise_generator: str = "mt",
 ) -> torch.Tensor:
     """Train every trial of `trials` and return their weights, shape (H, K, d) on the CPU, in the features' dtype.
 
@@ -106,7 +108,11 @@ def train_linear_dpgd(
     trials, `weights` (active, K, d) the models the step's gradients were taken at, `noisy_grad`
     (active, K, d) the noisy averaged gradient of the step, before the update. `noise_ahead=False` draws
     each step's noise in line instead of one step ahead (`dphpo.train.noise`; the same numbers, slower).
+    `noise_generator`: "mt", each trial's CPU Mersenne Twister (`dphpo.train.noise`), or "philox", each
+    trial's Philox4x32 streams drawn on the features' device (`dphpo.train.philox`); other numbers, both
+    the same on any device.
     """
+    check_generator(noise_generator)
     if not float(n_public) > 0:
         raise ValueError(f"n_public must be a positive declared size, got {n_public}")
     if not (math.isfinite(clip_norm) and clip_norm > 0):
@@ -136,7 +142,7 @@ def train_linear_dpgd(
         hook = None if on_step is None else (lambda t, w, g, idx=idx: on_step(t, idx[: w.shape[0]], w, g))
         final, early = _train_group(
             features, labels, num_classes, group, float(n_public), clip_norm, momentum, free_step, init_std, bar, q, hook, noise_ahead,
-            [prefixes[r] for r in idx],
+            [prefixes[r] for r in idx], noise_generator,
         )
         run_weights[torch.as_tensor(idx)] = final.cpu()
         released_prefixes.update({(int(idx[j]), t): w.cpu() for (j, t), w in early.items()})
@@ -170,7 +176,7 @@ def shared_runs(trials: TrialBatch, sample_rate: float | None, init_std: float) 
 
 def _train_group(
     features, labels, num_classes, trials, n_public, clip_norm, momentum, free_step, init_std, bar, sample_rate=None, on_step=None,
-    noise_ahead=True, prefixes=None,
+    noise_ahead=True, prefixes=None, noise_generator="mt",
 ):
     """Train one group; returns its final weights (h, K, d) and {(j, t): trial j's release after t of its
     steps} for every t in `prefixes[j]` (each below trial j's own T)."""
@@ -180,21 +186,29 @@ def _train_group(
     eta = torch.tensor(trials.eta, dtype=dtype, device=device).view(h, 1, 1)
     steps = [int(t) for t in trials.steps]  # sorted descending
     sigma = [float(s) for s in trials.sigma]
-    gens = [secret_generator(s) for s in trials.seeds]
+    philox = noise_generator == "philox"
+    gens = PhiloxTrials(trials.seeds, device) if philox else [secret_generator(s) for s in trials.seeds]
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)  # (N, K)
     x_norm = row_norms(features)  # (N,), computed once
     w = torch.zeros(h, num_classes, d, dtype=dtype, device=device)
-    if init_std > 0:
+    if init_std > 0 and philox:
+        w += gens.normal(h, num_classes * d, 0, INIT).view(h, num_classes, d).to(dtype) * init_std
+    elif init_std > 0:
         for j, g in enumerate(gens):
             w[j] = (torch.randn(num_classes, d, generator=g) * init_std).to(device)
     v = torch.zeros_like(w)
     total_steps = steps[0] if steps else 0
     early: dict[tuple[int, int], torch.Tensor] = {}
+    scale = torch.tensor(sigma, dtype=torch.float32, device=device).view(h, 1, 1) * clip_norm  # σ_j C (philox)
 
     def draw(t: int):  # the active trials of step t are a prefix, since steps are sorted descending
-        return _draw_step(gens, sum(1 for s in steps if s > t), n, (num_classes, d), sigma, clip_norm, sample_rate, device)
+        active = sum(1 for s in steps if s > t)
+        if philox:  # on the device, in line: nothing to wait for
+            keep = None if sample_rate is None else (gens.uniform(active, n, t, MASK) < sample_rate).T
+            return keep, gens.normal(active, num_classes * d, t, NOISE).view(active, num_classes, d) * scale[:active]
+        return _draw_step(gens, active, n, (num_classes, d), sigma, clip_norm, sample_rate, device)
 
-    with DrawAhead(draw, total_steps, ahead=noise_ahead) as draws:
+    with DrawAhead(draw, total_steps, ahead=noise_ahead and not philox) as draws:
         for t in range(total_steps):
             keep_host, noise_host = draws.get(t)
             active = noise_host.shape[0]

@@ -27,6 +27,7 @@ from dphpo.privacy.accountant import (
 )
 from dphpo.train.clipping import row_norms
 from dphpo.train.dpgd import TrialBatch, accuracy_counts, train_linear_dpgd, with_bias_column
+from dphpo.train.philox import check_generator
 from dphpo.train.protocol import TrialOutcome
 
 
@@ -47,9 +48,11 @@ class TrainSettings:
     batch_size: int | None = None  # expected Poisson batch size B (q = B/N); None = full batch
     accountant: str = "gdp"  # "rdp": account every run with Rényi DP (looser); "prv": prv-accountant
     eps_error: float = 0.01  # the PRV accountant's ε error bound (privacy.eps_error)
+    noise_generator: str = "mt"  # "philox": drawn on the device (dphpo.train.philox)
 
     def __post_init__(self) -> None:
         check_accounting(self.accountant, self.adjacency, self.batch_size)
+        check_generator(self.noise_generator)
 
     @classmethod
     def from_config(cls, config: dict) -> TrainSettings:
@@ -68,6 +71,7 @@ class TrainSettings:
             batch_size=None if batch_size is None else int(batch_size),
             accountant=p.get("accountant", "gdp"),
             eps_error=float(p.get("eps_error", 0.01)),
+            noise_generator=t.get("noise_generator", "mt"),
         )
 
     def sample_rate(self, n_public: int) -> float | None:
@@ -208,6 +212,7 @@ class LinearHeadTrainer:
             progress=progress,
             desc=desc,
             sample_rate=s.sample_rate(f.n_public),
+            noise_generator=s.noise_generator,
         )
         return self.outcome(weights)
 

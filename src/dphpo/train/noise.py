@@ -154,7 +154,7 @@ def secret_generator(seed: int, *labels: object) -> torch.Generator:
     if state.numel() != _MT_STATE_BYTES:
         raise RuntimeError(f"torch {torch.__version__}'s CPU generator state is {state.numel()} bytes, not the "
                            f"{_MT_STATE_BYTES} secret_generator writes (dphpo pins the torch it is tested with)")
-    words = np.frombuffer(hashlib.shake_256(_seed_label(seed, labels)).digest(4 * _MT_WORDS), dtype=np.uint32)
+    words = np.frombuffer(hashlib.shake_256(seed_label(seed, labels)).digest(4 * _MT_WORDS), dtype=np.uint32)
     state[_MT_STATE_OFFSET : _MT_STATE_OFFSET + 8 * _MT_WORDS] = torch.from_numpy(words.astype(np.uint64).view(np.uint8))
     return gen.set_state(state)
 
@@ -162,10 +162,11 @@ def secret_generator(seed: int, *labels: object) -> torch.Generator:
 def derived_seed(seed: int, *labels: object) -> int:
     """A 63-bit seed for `labels` of a run seeded `seed` (a hash: it reveals nothing of `seed`), e.g. where
     torch's global generator must be seeded (a model's initialisation)."""
-    return int.from_bytes(hashlib.sha256(_seed_label(seed, labels)).digest()[:8], "big") >> 1
+    return int.from_bytes(hashlib.sha256(seed_label(seed, labels)).digest()[:8], "big") >> 1
 
 
-def _seed_label(seed: int, labels: tuple) -> bytes:
+def seed_label(seed: int, labels: tuple) -> bytes:
+    """The bytes a generator's state is hashed from: a secret seed and what the draws are for."""
     return " ".join(["dphpo secret generator", str(int(seed)), *map(str, labels)]).encode()
 
 

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from dphpo.train.clipping import row_norms
 from dphpo.train.dpgd import MAX_LOGIT_ELEMENTS, clipped_sums
 from dphpo.train.noise import secret_generator
+from dphpo.train.philox import NOISE, NOISE_Q, PhiloxTrials, check_generator
 
 #: ν_q/ν for which ν_g is 1 % above ν (Galli et al., Privacy Analysis).
 NU_Q_RULE_OF_THUMB = 7.124
@@ -97,12 +98,15 @@ def train_linear_oso(
     free_step: bool = True,
     progress: bool = False,
     desc: str = "OSO-DPSGD",
+    noise_generator: str = "mt",
 ) -> tuple[torch.Tensor, dict]:
     """Train H trials (initial learning rate, steps, noise multiplier ν, seed) of OSO-DPSGD together.
 
     Returns weights (H, K, d) on the CPU and traces {"clip": (H,), "lr": (H,)} of the final C_T and ρ_T.
     Full batch; sums are divided by the declared public size `n_public`, never the private N. Trials are processed longest first; finished trials stop updating.
+    `noise_generator` as in `dphpo.train.dpgd.train_linear_dpgd` ("mt" or "philox").
     """
+    check_generator(noise_generator)
     h = len(eta0)
     if not (len(steps) == len(nu) == len(seeds) == h):
         raise ValueError("eta0, steps, nu and seeds must have one value per trial")
@@ -112,6 +116,7 @@ def train_linear_oso(
             train_linear_oso(
                 features, labels, num_classes, *(list(v)[s : s + per_group] for v in (eta0, steps, nu, seeds)), rule,
                 n_public=n_public, momentum=momentum, free_step=free_step, progress=progress, desc=desc,
+                noise_generator=noise_generator,
             )
             for s in range(0, h, per_group)
         ]
@@ -120,8 +125,10 @@ def train_linear_oso(
     n, d = features.shape
     order = np.argsort(-np.asarray(steps, dtype=np.int64), kind="stable")
     steps_sorted = [int(steps[i]) for i in order]
-    gens = [secret_generator(seeds[i]) for i in order]
+    philox = noise_generator == "philox"
+    gens = PhiloxTrials([seeds[i] for i in order], device) if philox else [secret_generator(seeds[i]) for i in order]
     splits = [noise_split(float(nu[i]), rule.nu_q_ratio) for i in order]
+    split_g, split_q = (torch.tensor(v, dtype=torch.float32, device=device).view(h, 1, 1) for v in zip(*splits))
     lr = torch.tensor([float(eta0[i]) for i in order], dtype=dtype, device=device)
     clip = torch.full((h,), float(rule.clip_init), dtype=dtype, device=device)
     onehot = torch.nn.functional.one_hot(labels, num_classes).to(dtype)
@@ -135,8 +142,12 @@ def train_linear_oso(
         a = sum(1 for s in steps_sorted if s > t)
         sums = clipped_sums(features, x_norm, onehot, w[:a], oso_scales(clip[:a]))
         g_sum, q_sum = sums[:a], sums[a:]
-        noise_g = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][0] for j in range(a)]).to(device, dtype)
-        noise_q = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][1] for j in range(a)]).to(device, dtype)
+        if philox:
+            noise_g = (gens.normal(a, num_classes * d, t, NOISE).view(a, num_classes, d) * split_g[:a]).to(dtype)
+            noise_q = (gens.normal(a, num_classes * d, t, NOISE_Q).view(a, num_classes, d) * split_q[:a]).to(dtype)
+        else:
+            noise_g = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][0] for j in range(a)]).to(device, dtype)
+            noise_q = torch.stack([torch.randn(num_classes, d, generator=gens[j]) * splits[j][1] for j in range(a)]).to(device, dtype)
         g_tilde = (g_sum + noise_g * clip[:a].view(a, 1, 1)) / n_public
         q_tilde = (q_sum + noise_q) / n_public
         v[:a] = momentum * v[:a] + g_tilde
