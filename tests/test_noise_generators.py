@@ -1,31 +1,28 @@
-"""benchmarks/noise_generators.py: its counter-based generator is Philox4x32-10 and draws standard normals."""
+"""benchmarks/noise_generators.py times the trainer's own Philox (`dphpo.train.philox`, tested in
+tests/test_philox.py) and prints its table on the CPU."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
+
+from dphpo.train.philox import NOISE, PhiloxTrials
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import noise_generators as ng  # noqa: E402
 
 
-def test_philox_matches_the_random123_known_answers():
-    ng.known_answer()  # exits on a wrong word
-    # one round changes the words; the known answers are of 10 rounds
-    one = ng.philox4x32([torch.tensor([0])] * 4, (0, 0), rounds=1)
-    assert [int(x) for x in one] != [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
-
-
-def test_philox_normals_are_standard_normal_and_a_function_of_key_and_stream():
+def test_the_benchmark_draws_what_the_trainer_draws():
     cpu = torch.device("cpu")
-    z = ng.philox_normal(200_001, (7, 11), 0, cpu)
-    assert z.shape == (200_001,) and z.dtype == torch.float32 and torch.isfinite(z).all()
-    # mean and variance of 200k standard normals: within ~5 standard errors
-    assert abs(z.mean().item()) < 0.012 and abs(z.var().item() - 1.0) < 0.016
-    assert abs(((z > 0).double().mean() - 0.5).item()) < 0.006  # symmetric
-    assert torch.equal(z[:1000], ng.philox_normal(1000, (7, 11), 0, cpu))  # counter-based: a prefix is the same draw
-    assert not torch.equal(z[:1000], ng.philox_normal(1000, (7, 12), 0, cpu))  # another key
-    assert not torch.equal(z[:1000], ng.philox_normal(1000, (7, 11), 1, cpu))  # another stream
+    assert torch.equal(ng.philox_normal(1001, 42, cpu), PhiloxTrials([42], cpu).normal(1, 1001, 0, NOISE)[0])
+
+
+def test_the_benchmark_prints_its_table_on_the_cpu():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "noise_generators.py"), "--device", "cpu", "--sizes", "4096",
+                          "--repeats", "1", "--no-compile"], capture_output=True, text=True, check=True).stdout
+    row = next(line for line in out.splitlines() if line.startswith("| 4,096 |"))
+    assert row.split("|")[7].strip() == "1.000000000"  # the CPU against itself: every float32 normal equal
