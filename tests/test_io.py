@@ -83,3 +83,16 @@ def test_a_record_holding_nan_is_refused_naming_the_file(tmp_path):
     path.write_text(json.dumps({"eps": float("nan"), SEAL_KEY: "x"}))
     with pytest.raises(OutputFileError, match=rf"{path} holds a value its seal cannot cover"):
         read_json(path)
+
+
+def test_an_atomic_write_flushes_the_file_then_the_rename_to_disk(tmp_path, monkeypatch):
+    """Renaming an unflushed temporary can leave an empty file under the new name after a power loss: the
+    bytes are fsynced before the rename, and the folder (the rename itself) after it."""
+    from dphpo.io import write_text
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    write_text(tmp_path / "a.txt", "content")
+    assert (tmp_path / "a.txt").read_text() == "content"
+    assert len(synced) == 2 and synced[0].startswith(str(tmp_path / ".a.txt.")) and synced[1] == str(tmp_path)

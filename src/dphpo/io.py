@@ -32,7 +32,9 @@ SEAL_KEY = "record_sha256"
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it onto `path` only on success."""
+    """Yield a temporary path next to `path`; rename it onto `path` only on success, its bytes and then the
+    rename flushed to disk (fsync), so that a crash or power loss right after leaves the old file or the
+    new one, never an empty one under the new name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # a writer of this target killed earlier (SIGKILL runs no cleanup) left its temporary: one
@@ -46,10 +48,27 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         if tmp_path.exists():  # mkstemp makes the file 0600: the replaced file's mode, else a plain open()'s
             os.chmod(tmp_path, path.stat().st_mode & 0o777 if path.is_file() else 0o666 & ~_umask())
+            _fsync(tmp_path, os.O_RDONLY)
         os.replace(tmp_path, path)
+        _fsync(path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _fsync(path: Path, flags: int) -> None:
+    """Flush a file's (or a folder's: its entries) writes to disk; a no-op where the system cannot (a folder
+    on Windows)."""
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -497,25 +497,25 @@ def sample_rate_for_remaining(
     return bisect_log(ok, good=lo, bad=hi, rtol=rtol)
 
 
-def accountant_from_config(config: dict, n_train: int | None = None) -> PlanningAccountant:
-    """The run accountant a config asks for: privacy.{accountant, adjacency, delta, eps_error} and
-    training.batch_size (q = B/N, so minibatch configs need `n_train`)."""
+def accounting_keys(config: dict) -> dict:
+    """What a run's accounting reads of a config: privacy.{accountant, adjacency, delta, eps_error} and
+    training.batch_size (`accountant_from_config`, `dphpo.train.linear_head.TrainSettings`)."""
     p, t = config.get("privacy", {}) or {}, config.get("training", {}) or {}
     batch_size = t.get("batch_size")
+    return {"accountant": p.get("accountant", "gdp"), "delta": config_delta(config), "adjacency": p.get("adjacency", "add_remove"),
+            "eps_error": float(p.get("eps_error", 0.01)), "batch_size": None if batch_size is None else int(batch_size)}
+
+
+def accountant_from_config(config: dict, n_train: int | None = None) -> PlanningAccountant:
+    """The run accountant a config asks for (`accounting_keys`; q = B/N, so minibatch configs need `n_train`)."""
+    keys = accounting_keys(config)
     sample_rate = None
-    if batch_size is not None:
-        check_accounting(p.get("accountant", "gdp"), p.get("adjacency", "add_remove"), int(batch_size))
+    if keys["batch_size"] is not None:
+        check_accounting(keys["accountant"], keys["adjacency"], keys["batch_size"])
         if n_train is None or n_train < 1:
             raise ValueError("the number of training examples is needed to turn training.batch_size into a sampling rate")
-        sample_rate = min(1.0, int(batch_size) / n_train)
-    return make_accountant(
-        accountant=p.get("accountant", "gdp"),
-        delta=config_delta(config),
-        adjacency=p.get("adjacency", "add_remove"),
-        sample_rate=sample_rate,
-        eps_error=float(p.get("eps_error", 0.01)),
-        batch_size=None if batch_size is None else int(batch_size),
-    )
+        sample_rate = min(1.0, keys["batch_size"] / n_train)
+    return make_accountant(sample_rate=sample_rate, **keys)
 
 
 def config_delta(config: dict) -> float:

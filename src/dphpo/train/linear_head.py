@@ -20,9 +20,8 @@ from dphpo.device import choose_device, describe_device
 from dphpo.io import atomic_path
 from dphpo.privacy.accountant import (
     PlanningAccountant,
-    accountant_from_config,
+    accounting_keys,
     check_accounting,
-    config_delta,
     make_accountant,
 )
 from dphpo.train.clipping import row_norms
@@ -56,8 +55,7 @@ class TrainSettings:
 
     @classmethod
     def from_config(cls, config: dict) -> TrainSettings:
-        t, p = config.get("training", {}), config.get("privacy", {})
-        batch_size = t.get("batch_size")
+        t = config.get("training", {})
         return cls(
             clip_norm=float(t.get("clip_norm", 1.0)),
             momentum=float(t.get("momentum", 0.9)),
@@ -66,12 +64,8 @@ class TrainSettings:
             init_std=float(t.get("init_std", 0.0)),
             feature_norm=t.get("feature_norm"),
             device=t.get("device", "auto"),
-            delta=config_delta(config),
-            adjacency=p.get("adjacency", "add_remove"),
-            batch_size=None if batch_size is None else int(batch_size),
-            accountant=p.get("accountant", "gdp"),
-            eps_error=float(p.get("eps_error", 0.01)),
             noise_generator=t.get("noise_generator", "mt"),
+            **accounting_keys(config),
         )
 
     def sample_rate(self, n_public: int) -> float | None:
@@ -81,8 +75,8 @@ class TrainSettings:
         return min(1.0, self.batch_size / n_public)
 
     def accountant_for(self, n_public: int) -> PlanningAccountant:
-        """The accountant of one run on a training set of declared size `n_public`
-        (`dphpo.privacy.accountant.make_accountant`, the same as `accountant_from_config` builds)."""
+        """The accountant of one run on a training set of declared size `n_public` (the one
+        `dphpo.privacy.accountant.accountant_from_config` builds from the same keys)."""
         return make_accountant(self.accountant, self.delta, self.adjacency, self.sample_rate(n_public), self.eps_error, self.batch_size)
 
 
@@ -149,8 +143,8 @@ class LinearHeadTrainer:
 
     @classmethod
     def from_config(cls, features: PreparedFeatures, config: dict) -> LinearHeadTrainer:
-        """The trainer a config asks for on these features (accountant: `accountant_from_config`)."""
-        return cls(features, TrainSettings.from_config(config), accountant_from_config(config, features.n_public))
+        """The trainer a config asks for on these features."""
+        return cls(features, TrainSettings.from_config(config))
 
     @property
     def n_train(self) -> int:
