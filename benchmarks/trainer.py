@@ -185,8 +185,8 @@ def main() -> None:
     if args.quick:
         args.n = 6000
     args.noise = [m.strip() for m in args.noise.split(",") if m.strip()]
-    if not set(args.noise) <= {"ahead", "inline", "off"}:
-        ap.error(f"--noise takes ahead, inline, off; got {args.noise}")
+    if not set(args.noise) <= {"ahead", "inline", "philox", "off"}:
+        ap.error(f"--noise takes ahead, inline, philox, off; got {args.noise}")
     baselines = args.device == "cpu" if args.baselines is None else args.baselines
     hs = [int(h) for h in args.trials.split(",")]
 
