@@ -141,3 +141,10 @@ def test_check_config_refuses_philox_for_the_cnn_baseline_before_any_job(tmp_pat
     del config["baselines"]["oso_dpsgd_cnn"]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     assert dphpo(["check-config", str(tmp_path / "c.yaml")]) == 0
+
+
+def test_a_step_beyond_the_counters_range_is_refused_rather_than_repeating_draws():
+    draws = philox.PhiloxTrials([1], CPU)
+    draws.normal(1, 4, (1 << 29) - 1, philox.NOISE)
+    with pytest.raises(ValueError, match="Philox draws address steps"):
+        draws.normal(1, 4, 1 << 29, philox.NOISE)

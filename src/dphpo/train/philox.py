@@ -90,9 +90,11 @@ class PhiloxTrials:
 
     def _words(self, active: int, n_words: int, step: int, tag: int) -> list[torch.Tensor]:
         """Four (active, ⌈n_words/4⌉) tensors of 32-bit words: the blocks of trials 0..active−1 at (step, tag)."""
+        if not 0 <= step < 1 << (32 - _TAG_BITS):  # c1 holds the step and the purpose: past it, draws would repeat
+            raise ValueError(f"Philox draws address steps 0..{(1 << (32 - _TAG_BITS)) - 1}, got step {step}")
         w = self.words[:active]
         block = torch.arange(-(-n_words // 4), dtype=torch.int64, device=self.device).view(1, -1)
-        c1 = torch.full_like(block, ((int(step) << _TAG_BITS) | tag) & WORD)
+        c1 = torch.full_like(block, (int(step) << _TAG_BITS) | tag)
         return philox4x32([block, c1, w[:, 2], w[:, 3]], (w[:, 0], w[:, 1]))
 
     def uniform(self, active: int, n: int, step: int, tag: int) -> torch.Tensor:
