@@ -160,9 +160,10 @@ def test_the_namespace_is_the_config_name_and_add_keeps_what_the_config_has():
     config = new_config(found, section, embedded, "mine")
     assert config["namespace"] == "mine"
     other = Inspection("more", "features", 600, 200, [str(c) for c in range(10)], "more.npz")
-    assert add_dataset(config, other, section, embedded, 1e-5)[0]["namespace"] == "mine"
+    more = dict(section, path="/data/more.npz")
+    assert add_dataset(config, other, more, embedded, 1e-5)[0]["namespace"] == "mine"
     config.pop("namespace")  # a config written before namespaces keeps its tables' paths
-    assert "namespace" not in add_dataset(config, other, section, embedded, 1e-5)[0]
+    assert "namespace" not in add_dataset(config, other, more, embedded, 1e-5)[0]
     assert "# namespace:" not in render(config | {"datasets": {"feats": {"public_n_train": 600, "kind": "features"}}}, "cmd")
 
 
@@ -359,7 +360,9 @@ def test_add_refuses_a_config_the_workflow_would_not_run_and_keeps_a_link(tmp_pa
     del del_delta["privacy"]["delta"]  # the schema's default
     real.write_text(yaml.safe_dump(del_delta))
     (tmp_path / "link.yaml").symlink_to(real)
-    assert dphpo([*args, "--name", "second", "--out", str(tmp_path / "link.yaml"), "--add"]) == 0
+    (tmp_path / "g.npz").write_bytes((tmp_path / "f.npz").read_bytes())  # another file (the same one is refused)
+    second = ["init", "--features", str(tmp_path / "g.npz"), "--public-n-train", "60"]
+    assert dphpo([*second, "--name", "second", "--out", str(tmp_path / "link.yaml"), "--add"]) == 0
     assert (tmp_path / "link.yaml").is_symlink() and "second" in yaml.safe_load(real.read_text())["datasets"]
     assert dphpo([*args, "--name", "mnist", "--out", str(tmp_path / "m.yaml")]) == 2
     assert "--name: 'mnist' is a dataset of dphpo's registry" in capsys.readouterr().err
