@@ -44,6 +44,7 @@ from dphpo.privacy.randomness import NoiseScope
 from dphpo.train.dpsgd import accuracy, flat_parameters, images_from_features, train_cnn_oso
 from dphpo.train.linear_head import LinearHeadTrainer
 from dphpo.train.oso import NU_Q_RULE_OF_THUMB, OsoRule, noise_split, train_linear_oso
+from dphpo.train.philox import require_mt
 from dphpo.train.protocol import PrivateTrainer, TrialOutcome, require_kind
 
 METHOD = "oso_dpsgd"
@@ -213,10 +214,7 @@ class CnnConfig:
 
 def run_cnn(trainer: PrivateTrainer, config: dict, noise: NoiseScope, progress: bool = False) -> list[MethodResult]:
     require_kind(trainer, "linear_head", METHOD_CNN)  # raw-pixel feature caches, read as images
-    if trainer.settings.noise_generator != "mt":
-        raise ConfigError(f"{METHOD_CNN}: training.noise_generator: {trainer.settings.noise_generator} is implemented by the "
-                          "trainers on cached features (DP-GD, OSO-DPSGD's head, Mehta et al.); this CNN draws from CPU "
-                          "Mersenne Twisters: run it with mt")
+    require_mt(trainer.settings.noise_generator, METHOD_CNN)
     accountant, _, _, targets = context(config, trainer)
     features = trainer.features
     if accountant.adjacency != "add_remove":

@@ -33,6 +33,7 @@ trials; E[K] = 10: 5,460), which a draw reaches with probability 1e-250.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ class TrialCountDistribution:
                 raise ValueError("tail sum did not converge")
         return total  # a distribution with finitely many values (E[K] = 1)
 
+    @functools.cache  # noqa: B019 (frozen and hashable: one bisection per distribution, not per config read)
     def auto_cap(self) -> int:
         """The smallest m with P[K > m] ≤ AUTO_CAP_TAIL (`max_trials: auto`), by bisection on the
         nonincreasing tail."""

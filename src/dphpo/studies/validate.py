@@ -35,6 +35,7 @@ from dphpo.studies.config import (
     vision_study,
 )
 from dphpo.studies.trainers import trainer_settings
+from dphpo.train.philox import require_mt
 
 #: The workflow's config schema (the one source of defaults).
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
@@ -142,14 +143,13 @@ def check_supported_methods(config: dict) -> None:
             trainer = trainer_kind(config["studies"][i])
             supported("linear_scaling", trainer, accountant, f"{where}studies[{i}] ({dataset}/{extractor})")
     accountant = config["privacy"].get("accountant", "gdp")
+    generator = (config.get("training") or {}).get("noise_generator", "mt")
     for dataset, extractor, method in registry.method_jobs(config):
         where = f"baselines.{method}.studies" if method in registry.IMAGE_METHODS else "baselines.methods"
         trainer = trainer_kind(vision_study(config, dataset, extractor))
         supported(method, trainer, accountant, f"{where} ({dataset}/{extractor})")
-        generator = (config.get("training") or {}).get("noise_generator", "mt")
-        if method in registry.IMAGE_METHODS and generator != "mt":
-            raise ConfigError(f"{where} ({dataset}/{extractor}): training.noise_generator: {generator} is implemented by the "
-                              f"trainers on cached features; {method} draws from CPU Mersenne Twisters: run it with mt")
+        if method in registry.IMAGE_METHODS:
+            require_mt(generator, f"{where} ({dataset}/{extractor})")
 
 
 def check_language_study(config: dict, spec: dict) -> None:

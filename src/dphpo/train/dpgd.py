@@ -199,7 +199,7 @@ def _train_group(
     v = torch.zeros_like(w)
     total_steps = steps[0] if steps else 0
     early: dict[tuple[int, int], torch.Tensor] = {}
-    scale = torch.tensor(sigma, dtype=torch.float32, device=device).view(h, 1, 1) * clip_norm  # σ_j C (philox)
+    scale = torch.tensor(sigma, dtype=torch.float32, device=device).view(h, 1, 1) * clip_norm if philox else None  # σ_j C
 
     def draw(t: int):  # the active trials of step t are a prefix, since steps are sorted descending
         active = sum(1 for s in steps if s > t)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import torch
 
+from dphpo.errors import ConfigError
 from dphpo.train.noise import seed_label
 
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # Philox4x32 multipliers
@@ -73,6 +74,14 @@ def check_known_answers() -> None:
 def check_generator(name: str) -> None:
     if name not in GENERATORS:
         raise ValueError(f"noise_generator: expected one of {', '.join(GENERATORS)}, got {name!r}")
+
+
+def require_mt(name: str, where: str) -> None:
+    """Refuse, naming `where`, a generator other than mt for a trainer that draws from CPU Mersenne Twisters
+    only (it would record a generator it did not use)."""
+    if name != "mt":
+        raise ConfigError(f"{where}: training.noise_generator: {name} is implemented by the trainers on cached features "
+                          "(DP-GD, OSO-DPSGD's head, Mehta et al.); this one draws from CPU Mersenne Twisters: run it with mt")
 
 
 def secret_words(seed: int) -> tuple[int, int, int, int]:
